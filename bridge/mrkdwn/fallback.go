@@ -38,6 +38,10 @@ func Fallback(md []byte, n int) string {
 			i = a
 		}
 	}
+	// Prefer ending on a word boundary when one is reasonably close.
+	if sp := strings.LastIndexByte(s[:i], ' '); sp > i/2 {
+		i = sp
+	}
 	return strings.TrimRight(s[:i], " ") + "…"
 }
 
