@@ -1,0 +1,156 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+const sessionColumns = `id, title, status, done_reason, origin, platform, tags, context, capabilities, archived,
+	forked_from, policy, request_count, caller_user, caller_key_id, active_run_id, event_count, last_active_at, created_at`
+
+func scanSession(row interface{ Scan(...any) error }) (*store.Session, error) {
+	var (
+		s                   store.Session
+		tags, ctxJSON, caps string
+		archived            int
+		lastActive, created string
+	)
+	if err := row.Scan(&s.ID, &s.Title, &s.Status, &s.DoneReason, &s.Origin, &s.Platform, &tags, &ctxJSON, &caps,
+		&archived, &s.ForkedFrom, &s.Policy, &s.RequestCount, &s.CallerUser, &s.CallerKeyID, &s.ActiveRunID,
+		&s.EventCount, &lastActive, &created); err != nil {
+		return nil, interpretError(err)
+	}
+	s.Tags, s.Capabilities = decodeStrings(tags), decodeStrings(caps)
+	s.Context = map[string]any{}
+	_ = json.Unmarshal([]byte(ctxJSON), &s.Context)
+	s.Archived = archived != 0
+	s.LastActiveAt, s.CreatedAt = parseTime(lastActive), parseTime(created)
+	return &s, nil
+}
+
+// SessionCreate inserts a session and claims its tags; a tag already held by
+// another session is ErrConflict and nothing is written.
+func (db *DB) SessionCreate(ctx context.Context, p *store.SessionCreateParams) (*store.Session, error) {
+	id := store.NewID("ses")
+	var s *store.Session
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		s, err = sessionCreateTx(ctx, tx, id, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("session create: %w", err)
+	}
+	return s, nil
+}
+
+func sessionCreateTx(ctx context.Context, tx *sql.Tx, id string, p *store.SessionCreateParams) (*store.Session, error) {
+	now := formatTime(time.Now())
+	tags := normTags(p.Tags)
+	ctxMap := p.Context
+	if ctxMap == nil {
+		ctxMap = map[string]any{}
+	}
+	caps := p.Capabilities
+	if caps == nil {
+		caps = []string{}
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, title, origin, platform, tags, context, capabilities,
+		forked_from, policy, caller_user, caller_key_id, last_active_at, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		id, p.Title, p.Origin, p.Platform, encodeJSON(tags), encodeJSON(ctxMap), encodeJSON(caps),
+		p.ForkedFrom, p.Policy, p.CallerUser, p.CallerKeyID, now, now)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tags {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO session_tags (tag, session_id) VALUES (?, ?)`, t, id); err != nil {
+			if e := interpretError(err); e != err {
+				return nil, fmt.Errorf("%w: tag %q belongs to another session", store.ErrConflict, t)
+			}
+			return nil, err
+		}
+	}
+	return sessionGet(ctx, tx, id)
+}
+
+func sessionGet(ctx context.Context, q queryRower, id string) (*store.Session, error) {
+	return scanSession(q.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+}
+
+// SessionGetByID reads a session.
+func (db *DB) SessionGetByID(ctx context.Context, id string) (*store.Session, error) {
+	s, err := sessionGet(ctx, db.r, id)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", id, err)
+	}
+	return s, nil
+}
+
+// SessionGetByTag reads the session holding tag.
+func (db *DB) SessionGetByTag(ctx context.Context, tag string) (*store.Session, error) {
+	s, err := scanSession(db.r.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions
+		WHERE id = (SELECT session_id FROM session_tags WHERE tag = ?)`, tag))
+	if err != nil {
+		return nil, fmt.Errorf("session tagged %q: %w", tag, err)
+	}
+	return s, nil
+}
+
+// EventAppend appends an event in its own transaction.
+func (db *DB) EventAppend(ctx context.Context, p *store.EventAppendParams) (*store.Event, error) {
+	var ev *store.Event
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		ev, err = eventAppendTx(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("event append: %w", err)
+	}
+	return ev, nil
+}
+
+// eventAppendTx appends an event inside a caller's transaction, so a state
+// change and the transcript line recording it commit together. The ts is
+// bumped past the session's newest event so ts is unique and increasing
+// within a session, which makes `after` polling exact.
+func eventAppendTx(ctx context.Context, tx *sql.Tx, p *store.EventAppendParams) (*store.Event, error) {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	var last sql.NullString
+	if err := tx.QueryRowContext(ctx, `SELECT MAX(ts) FROM session_events WHERE session_id = ?`, p.SessionID).Scan(&last); err != nil {
+		return nil, err
+	}
+	if last.Valid {
+		if lt := parseTime(last.String); !now.After(lt) {
+			now = lt.Add(time.Microsecond)
+		}
+	}
+	payload := p.Payload
+	if payload == nil {
+		payload = map[string]any{}
+	}
+	ts := formatTime(now)
+	res, err := tx.ExecContext(ctx, `UPDATE sessions SET event_count = event_count + 1, last_active_at = ? WHERE id = ?`, ts, p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil, fmt.Errorf("session %s: %w", p.SessionID, store.ErrNotFound)
+	}
+	res, err = tx.ExecContext(ctx, `INSERT INTO session_events (session_id, ts, type, actor, payload) VALUES (?, ?, ?, ?, ?)`,
+		p.SessionID, ts, p.Type, p.Actor, encodeJSON(payload))
+	if err != nil {
+		return nil, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return nil, err
+	}
+	return &store.Event{ID: id, SessionID: p.SessionID, TS: now, Type: p.Type, Actor: p.Actor, Payload: payload}, nil
+}

@@ -1,0 +1,274 @@
+// Package sqlite is the SQLite implementation of store.Store. It holds all of
+// Holdfast's SQL.
+//
+// Writes go through a single connection opened with BEGIN IMMEDIATE: SQLite
+// admits one writer at a time anyway, and funnelling writers through one Go
+// connection means they queue in database/sql instead of failing with
+// SQLITE_BUSY or deadlocking on a read-to-write lock upgrade. Reads use a
+// separate pool and run concurrently under WAL.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// timeFormat has fixed width so that stored times sort as text.
+const timeFormat = "2006-01-02T15:04:05.000000Z"
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+func parseTime(s string) time.Time {
+	t, err := time.Parse(timeFormat, s)
+	if err != nil {
+		t, _ = time.Parse(time.RFC3339Nano, s)
+	}
+	return t.UTC()
+}
+
+// Config opens a database.
+type Config struct {
+	Path string
+	// Sync is SQLite's synchronous setting: "full" (default) or "normal".
+	Sync string
+	// ReadConns bounds the read pool (default 8).
+	ReadConns int
+}
+
+// DB is the SQLite store.
+type DB struct {
+	w *sql.DB // one connection: every write transaction
+	r *sql.DB // read pool
+}
+
+var _ store.Store = (*DB)(nil)
+
+// Open opens (creating if needed) the database and applies pending migrations.
+func Open(ctx context.Context, cfg Config) (*DB, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("sqlite: empty database path")
+	}
+	sync := strings.ToUpper(cfg.Sync)
+	if sync == "" {
+		sync = "FULL"
+	}
+	if sync != "FULL" && sync != "NORMAL" {
+		return nil, fmt.Errorf("sqlite: synchronous must be full or normal, got %q", cfg.Sync)
+	}
+	if dir := filepath.Dir(cfg.Path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("sqlite: create directory: %w", err)
+		}
+	}
+	q := url.Values{}
+	q.Set("_journal_mode", "WAL")
+	q.Set("_foreign_keys", "on")
+	q.Set("_busy_timeout", "10000")
+	q.Set("_synchronous", sync)
+	q.Set("_txlock", "immediate")
+	w, err := sql.Open("sqlite3", "file:"+cfg.Path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxIdleTime(0)
+	w.SetConnMaxLifetime(0)
+
+	q.Set("_txlock", "deferred")
+	q.Set("_query_only", "true")
+	r, err := sql.Open("sqlite3", "file:"+cfg.Path+"?"+q.Encode())
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	n := cfg.ReadConns
+	if n <= 0 {
+		n = 8
+	}
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+
+	db := &DB{w: w, r: r}
+	if err := db.checkFTS5(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := db.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func (db *DB) checkFTS5(ctx context.Context) error {
+	var ok int
+	if err := db.w.QueryRowContext(ctx, `SELECT sqlite_compileoption_used('ENABLE_FTS5')`).Scan(&ok); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	if ok != 1 {
+		return errors.New("sqlite: this binary lacks FTS5; build with -tags sqlite_fts5 (the Makefile does)")
+	}
+	return nil
+}
+
+// Close closes both pools; WAL is checkpointed by SQLite on the last close.
+func (db *DB) Close() error {
+	return errors.Join(db.r.Close(), db.w.Close())
+}
+
+// Ping checks that both pools answer.
+func (db *DB) Ping(ctx context.Context) error {
+	var one int
+	if err := db.r.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", err)
+	}
+	return nil
+}
+
+// SchemaVersion is the newest migration this binary knows.
+func SchemaVersion() int {
+	ms, _ := loadMigrations()
+	if len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].version
+}
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func loadMigrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("sqlite: migration %q lacks a numeric prefix", e.Name())
+		}
+		b, err := migrationFS.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i := 1; i < len(ms); i++ {
+		if ms[i].version == ms[i-1].version {
+			return nil, fmt.Errorf("sqlite: two migrations numbered %d", ms[i].version)
+		}
+	}
+	return ms, nil
+}
+
+// ErrSchemaTooNew refuses a database written by a newer binary: running old
+// code on a newer schema could corrupt data it does not understand.
+var ErrSchemaTooNew = errors.New("database schema is newer than this binary")
+
+func (db *DB) migrate(ctx context.Context) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	if _, err := db.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`); err != nil {
+		return fmt.Errorf("sqlite: migrations table: %w", err)
+	}
+	var current int
+	if err := db.w.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("sqlite: schema version: %w", err)
+	}
+	if len(ms) > 0 && current > ms[len(ms)-1].version {
+		return fmt.Errorf("sqlite: %w: database is at version %d, this binary knows up to %d; upgrade Holdfast",
+			ErrSchemaTooNew, current, ms[len(ms)-1].version)
+	}
+	for _, m := range ms {
+		if m.version <= current {
+			continue
+		}
+		err := db.tx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+				m.version, m.name, formatTime(time.Now()))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+// tx runs fn in one write transaction on the writer connection, rolling back
+// on any error or panic.
+func (db *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return interpretError(err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return interpretError(err)
+	}
+	if err = tx.Commit(); err != nil {
+		return interpretError(err)
+	}
+	return nil
+}
+
+// interpretError is the one place driver errors become store sentinels.
+func interpretError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
+		return err
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	var se sqlite3.Error
+	if errors.As(err, &se) && se.Code == sqlite3.ErrConstraint &&
+		(se.ExtendedCode == sqlite3.ErrConstraintUnique || se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey) {
+		return fmt.Errorf("%w: %s", store.ErrConflict, se.Error())
+	}
+	return err
+}
+
+// queryRower is satisfied by *sql.DB and *sql.Tx.
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
