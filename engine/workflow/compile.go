@@ -57,6 +57,8 @@ type compiler struct {
 	opts       Options
 	errs       Errors
 	m          *Manifest
+
+	promptExcused map[int]bool // step lines whose missing prompt is already explained
 }
 
 // compile is Compile without the recover, so that the fuzz target sees real

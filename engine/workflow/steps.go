@@ -35,6 +35,9 @@ func (c *compiler) steps(s *section) {
 			}
 		case *ast.FencedCodeBlock:
 			lang, _, _ := c.fenced(v)
+			if n := len(c.m.Steps); n > 0 && lang == "prompt" {
+				c.excusePrompt(c.m.Steps[n-1].Line)
+			}
 			c.errorf(c.line(v), "```%s block is not inside a step; indent it under its step (3 spaces under `1. `)", lang)
 		}
 	}
@@ -42,20 +45,26 @@ func (c *compiler) steps(s *section) {
 		c.errorf(s.line, "no steps; ## Steps needs a numbered list ending in an **Output** step")
 		return
 	}
-	outputs := 0
-	for i, st := range c.m.Steps {
-		if st.Kind != KindOutput {
-			continue
-		}
-		outputs++
-		switch {
-		case outputs > 1:
-			c.errorf(st.Line, "a workflow has exactly one Output step; this is another")
-		case i != len(c.m.Steps)-1:
-			c.errorf(st.Line, "Output must be the last step; move it after step %d", len(c.m.Steps))
+	for _, st := range c.m.Steps {
+		if st.Kind == KindProcess && st.Prompt == "" && !c.promptExcused[st.Line] {
+			c.errorf(st.Line, "Process step has no ```prompt block; indent one under the step")
 		}
 	}
-	if outputs == 0 {
+	var outputs []int
+	for i, st := range c.m.Steps {
+		if st.Kind == KindOutput {
+			outputs = append(outputs, i)
+		}
+	}
+	switch {
+	case len(outputs) > 1:
+		for _, i := range outputs[1:] {
+			c.errorf(c.m.Steps[i].Line, "a workflow has exactly one Output step; this is another (first at line %d)", c.m.Steps[outputs[0]].Line)
+		}
+	case len(outputs) == 1 && outputs[0] != len(c.m.Steps)-1:
+		st := c.m.Steps[outputs[0]]
+		c.errorf(st.Line, "Output must be the last step; move it after step %d", len(c.m.Steps))
+	case len(outputs) == 0:
 		c.errorf(c.m.Steps[len(c.m.Steps)-1].Line, "no Output step; end ## Steps with `N. **Output** ...` so the result is dispatched")
 	}
 }
@@ -80,7 +89,7 @@ func (c *compiler) step(item ast.Node) {
 		return
 	}
 	st := Step{Kind: kind, Text: prose, Line: line}
-	hasPrompt, hasGuard := false, false
+	hasPrompt, hasGuard, badFence := false, false, false
 	for n := para.NextSibling(); n != nil; n = n.NextSibling() {
 		fc, ok := n.(*ast.FencedCodeBlock)
 		if !ok {
@@ -111,15 +120,27 @@ func (c *compiler) step(item ast.Node) {
 			}
 			hasGuard = true
 		case "":
+			badFence = true
 			c.errorf(fline, "code block in a step needs a kind: ```prompt (Process) or ```guard (Guard)")
 		default:
+			badFence = true
 			c.errorf(fline, "unknown block ```%s in a step; use ```prompt (Process) or ```guard (Guard)", lang)
 		}
 	}
-	if kind == KindProcess && !hasPrompt {
-		c.errorf(line, "Process step has no ```prompt block; indent one under the step")
+	if hasPrompt || badFence {
+		// The block is there but unusable; that error is the one to fix.
+		c.excusePrompt(line)
 	}
 	c.m.Steps = append(c.m.Steps, st)
+}
+
+// excusePrompt suppresses "Process step has no prompt" for the step at
+// line when a more specific error about its block has been reported.
+func (c *compiler) excusePrompt(line int) {
+	if c.promptExcused == nil {
+		c.promptExcused = map[int]bool{}
+	}
+	c.promptExcused[line] = true
 }
 
 // checkPrompt parses the template now so that a typo fails the compile, not
