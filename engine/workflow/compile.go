@@ -219,11 +219,12 @@ func (c *compiler) writeNode(b *strings.Builder, n ast.Node) {
 	}
 }
 
+var nameSeparators = strings.NewReplacer("_", " ", "-", " ")
+
 // normName folds the spellings authors use for the same name: case, runs of
 // spaces, and - or _ between words.
 func normName(s string) string {
-	s = strings.ToLower(strings.TrimSpace(s))
-	s = strings.NewReplacer("_", " ", "-", " ").Replace(s)
+	s = nameSeparators.Replace(strings.ToLower(strings.TrimSpace(s)))
 	return strings.Join(strings.Fields(s), " ")
 }
 

@@ -141,11 +141,10 @@ func parseInvoke(v string) (*Schedule, error) {
 		if rest == "" {
 			return nil, fmt.Errorf("Invoke %q has no interval; write every <duration>, like every 24h", v)
 		}
-		d, err := time.ParseDuration(rest)
-		if err != nil {
-			if m := daysDurationRe.FindStringSubmatch(rest); m != nil {
-				d, err = parseDuration(rest)
-			}
+		d, err := parseDuration(rest)
+		if err != nil && strings.HasPrefix(rest, "-") {
+			err = nil // reported below as too short, which is the actionable part
+			d = -1
 		}
 		if err != nil {
 			return nil, fmt.Errorf("Invoke %q: %q is not a duration; write every <duration> like every 15m or every 168h, or a 5-field cron like 0 9 * * 1", v, rest)
