@@ -139,10 +139,22 @@ type providerError struct {
 }
 
 func (e *providerError) Error() string {
-	if e.transient {
-		return fmt.Sprintf("%s: %v (transient)", e.name, e.err)
+	msg := fmt.Sprintf("%s: %v", e.name, e.err)
+	var apiErr *openai.Error
+	if errors.As(e.err, &apiErr) && apiErr.Message != "" {
+		// The SDK's summary is only the status; the provider's message (for
+		// example "model does not exist") is what a steward needs to fix the
+		// workflow. OpenAI masks keys in it; we also bound its length.
+		detail := apiErr.Message
+		if len(detail) > 300 {
+			detail = detail[:300] + "…"
+		}
+		msg += ": " + detail
 	}
-	return fmt.Sprintf("%s: %v", e.name, e.err)
+	if e.transient {
+		msg += " (transient)"
+	}
+	return msg
 }
 
 func (e *providerError) Unwrap() []error {

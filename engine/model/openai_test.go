@@ -347,3 +347,17 @@ func TestCompleteWithRetryStopsDuringBackoff(t *testing.T) {
 		t.Fatal("CompleteWithRetry kept waiting after cancel")
 	}
 }
+
+func TestOpenAIErrorCarriesProviderMessage(t *testing.T) {
+	t.Parallel()
+	fs := newFakeServer(t, func(w http.ResponseWriter, _ *http.Request, _ int, _ map[string]any) {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{
+			"message": "The model `gpt-nope` does not exist", "type": "invalid_request_error", "param": nil, "code": "model_not_found",
+		}})
+	})
+	_, err := fs.model(t, "gpt-nope").Complete(context.Background(), oneUser)
+	require.Error(t, err)
+	require.False(t, IsTransient(err))
+	require.Contains(t, err.Error(), "openai:gpt-nope")
+	require.Contains(t, err.Error(), "does not exist")
+}

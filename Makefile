@@ -1,0 +1,39 @@
+# FTS5 is compiled into mattn/go-sqlite3 only with this tag; every go command
+# here gets it through GOFLAGS.
+export GOFLAGS := -tags=sqlite_fts5
+export CGO_ENABLED := 1
+
+BIN := bin/bot
+
+.PHONY: run build test check generate bench fuzz
+
+run: build
+	./$(BIN) serve
+
+build:
+	go build -o $(BIN) ./cmd/bot
+
+# test runs every test with the race detector, then the source checks.
+test: check
+	go test -race -count=1 ./...
+
+# check fails on unformatted code, vet findings or stale templ output.
+check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+	@if git ls-files '*.templ' | grep -q .; then \
+	  go tool templ generate >/dev/null && \
+	  git diff --exit-code -- '*_templ.go' || { echo "templ output is stale: run 'make generate' and commit"; exit 1; }; \
+	fi
+
+generate:
+	go tool templ generate
+
+bench:
+	go test -run='^$$' -bench=. -benchmem -count=1 ./...
+
+FUZZTIME ?= 30s
+fuzz:
+	go test -run='^$$' -fuzz=FuzzCompile -fuzztime=$(FUZZTIME) ./engine/workflow
+	go test -run='^$$' -fuzz=FuzzRender -fuzztime=$(FUZZTIME) ./bridge/mrkdwn

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/holdfast-bot/holdfast/console/auth"
+	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/sqlite"
+)
+
+// parse builds a flag set with every config flag plus the command's own.
+func parse(name string, args []string, env map[string]string, stderr io.Writer, own func(fs *flag.FlagSet)) (*config, *flag.FlagSet, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c config
+	check := c.register(fs, env)
+	if own != nil {
+		own(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	if err := check(); err != nil {
+		return nil, nil, err
+	}
+	return &c, fs, nil
+}
+
+func openStore(ctx context.Context, c *config) (*sqlite.DB, error) {
+	return sqlite.Open(ctx, sqlite.Config{Path: c.DB, Sync: c.DBSync})
+}
+
+func newLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+func cmdMigrate(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) error {
+	c, _, err := parse("migrate", args, env, stderr, nil)
+	if err != nil {
+		return err
+	}
+	db, err := openStore(ctx, c)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "database %s is at schema version %d\n", c.DB, sqlite.SchemaVersion())
+	return db.Close()
+}
+
+func cmdUserAdd(ctx context.Context, args []string, env map[string]string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var username, pwFile, role, slackUser string
+	c, _, err := parse("user add", args, env, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&username, "username", "", "user name")
+		fs.StringVar(&pwFile, "password-file", "", "file whose first line is the password, or - for stdin")
+		fs.StringVar(&role, "role", store.RoleViewer, "viewer, steward or admin")
+		fs.StringVar(&slackUser, "slack-user", "", "linked Slack user id (UXXXX)")
+	})
+	if err != nil {
+		return err
+	}
+	if username == "" || pwFile == "" {
+		return errors.New("user add: --username and --password-file are required")
+	}
+	if !store.ValidRole(role) {
+		return fmt.Errorf("user add: role must be viewer, steward or admin, got %q", role)
+	}
+	password, err := readPassword(pwFile, stdin)
+	if err != nil {
+		return err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if err != nil {
+		return fmt.Errorf("user add: %w", err)
+	}
+	db, err := openStore(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	u, err := db.UserCreate(ctx, &store.User{Username: username, PasswordHash: string(hash), Role: role, SlackUserID: slackUser})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "created user %s (%s) with role %s\n", u.Username, u.ID, u.Role)
+	return nil
+}
+
+func readPassword(file string, stdin io.Reader) (string, error) {
+	var r io.Reader = stdin
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return "", fmt.Errorf("password file: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("password file: %w", err)
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if len(line) < 8 {
+		return "", errors.New("password must be at least 8 characters")
+	}
+	return line, nil
+}
+
+func cmdAPIKeyCreate(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) error {
+	var name, role string
+	c, _, err := parse("apikey create", args, env, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&name, "name", "", "what the key is for")
+		fs.StringVar(&role, "role", store.RoleViewer, "viewer, steward or admin")
+	})
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		return errors.New("apikey create: --name is required")
+	}
+	if !store.ValidRole(role) {
+		return fmt.Errorf("apikey create: role must be viewer, steward or admin, got %q", role)
+	}
+	db, err := openStore(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	key, hash := auth.NewAPIKey()
+	k, err := db.APIKeyCreate(ctx, &store.APIKey{Name: name, Role: role, KeyHash: hash})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "created API key %s (%s, role %s); it is shown only now:\n%s\n", k.Name, k.ID, k.Role, key)
+	return nil
+}
+
+func cmdWorkflowImport(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) error {
+	c, fs, err := parse("workflow import", args, env, stderr, nil)
+	if err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("workflow import: name at least one .md file or directory")
+	}
+	var files []string
+	for _, p := range fs.Args() {
+		st, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("workflow import: %w", err)
+		}
+		if !st.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		matches, err := filepath.Glob(filepath.Join(p, "*.md"))
+		if err != nil {
+			return err
+		}
+		files = append(files, matches...)
+	}
+	db, err := openStore(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	lib := library.New(db, newLogger(stderr))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("workflow import: %w", err)
+		}
+		m, created, err := lib.ImportWorkflow(ctx, "", string(b))
+		if err != nil {
+			return fmt.Errorf("workflow import %s: %w", f, err)
+		}
+		verb := "updated"
+		if created {
+			verb = "created"
+		}
+		w, err := db.WorkflowGetByMemoID(ctx, m.ID)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s %s %s (%s)\n", verb, f, w.Command, m.ID)
+		for _, e := range w.Errors {
+			fmt.Fprintf(stdout, "  %s:%d: %s\n", f, e.Line, e.Message)
+		}
+	}
+	return nil
+}
