@@ -31,6 +31,9 @@ type Store interface {
 	WorkflowStore
 	UserStore
 	SessionStore
+	EngineStore  // store/engine.go: queue items, runs, holds
+	SlackStore   // store/slack.go: the Slack inbox and outbox
+	ConsoleStore // store/console.go: console sign-in sessions
 
 	// Ping answers whether the database is reachable (for /healthz).
 	Ping(ctx context.Context) error

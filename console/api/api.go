@@ -49,6 +49,8 @@ func (a *API) Routes() http.Handler {
 		r.With(a.require(store.RoleSteward)).Put("/{id}", a.memoUpdate)
 	})
 	r.Get("/workflows", a.workflowList)
+	a.engineRoutes(r)
+	a.sessionRoutes(r)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
 	})

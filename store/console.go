@@ -1,0 +1,4 @@
+package store
+
+// ConsoleStore persists console sign-in sessions (SPEC §6).
+type ConsoleStore interface{}

@@ -1,0 +1,1 @@
+-- reserved: filled by its feature
