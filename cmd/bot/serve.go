@@ -4,19 +4,26 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/holdfast-bot/holdfast/console/api"
 	"github.com/holdfast-bot/holdfast/console/server"
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -47,9 +54,23 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 		log.Info("Slack is disabled: set SLACK_BOT_TOKEN (and SLACK_APP_TOKEN for Socket Mode, or SLACK_SIGNING_SECRET for HTTP mode) to enable it")
 	}
 
+	eng := newEngine(c, db, log)
+	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	engDone := make(chan error, 1)
+	go func() { engDone <- eng.Start(engCtx) }()
+	defer func() {
+		// Graceful: workers finish or release their runs before the store closes.
+		stopEngine()
+		if err := <-engDone; err != nil {
+			log.Error("engine", slog.Any("error", err))
+		}
+		log.Info("engine stopped")
+	}()
+
 	handler := server.Handler(server.Deps{
 		Store:       db,
-		API:         api.New(api.Deps{Store: db, Library: lib, Log: log}),
+		API:         api.New(api.Deps{Store: db, Library: lib, Log: log, Engine: eng, InternalKey: c.InternalKey}),
+		Metrics:     promhttp.HandlerFor(eng.Registry(), promhttp.HandlerOpts{}),
 		InternalKey: c.InternalKey,
 	})
 
@@ -107,6 +128,61 @@ func bootstrapAdmin(ctx context.Context, db store.Store, password string, stdout
 	return nil
 }
 
+// newEngine builds the engine from the config (shared by serve and enqueue).
+func newEngine(c *config, db store.Store, log *slog.Logger) *engine.Engine {
+	models := model.NewRegistry(c.Model, model.Config{OpenAIBaseURL: c.OpenAIBaseURL, OpenAIAPIKey: c.OpenAIAPIKey})
+	var stewards []string
+	for _, s := range strings.Split(c.SlackStewards, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			stewards = append(stewards, s)
+		}
+	}
+	return engine.New(engine.Config{Workers: c.Workers, StuckRun: c.StuckRun, MaxRecovery: c.MaxRecovery,
+		PassInterval: c.PassInterval, SlackStewards: stewards}, db, models, log)
+}
+
+// cmdEnqueue enqueues one item straight into the database. A running server
+// picks it up on its next pass (at the latest after HOLDFAST_PASS_INTERVAL);
+// POST /api/workflows/{command}/enqueue starts it at once.
 func cmdEnqueue(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) error {
-	return errors.New("enqueue: not available yet")
+	var command string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		command, args = args[0], args[1:]
+	}
+	var dedupe, payload, sessionID string
+	c, fs, err := parse("enqueue", args, env, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&dedupe, "dedupe", "", "dedupe key: a second enqueue with the same key is a no-op")
+		fs.StringVar(&payload, "payload", "{}", "payload JSON object")
+		fs.StringVar(&sessionID, "session", "", "session id to run in (default: a new workflow session)")
+	})
+	if err != nil {
+		return err
+	}
+	if command == "" && fs.NArg() > 0 {
+		command = fs.Arg(0)
+	}
+	if command == "" || dedupe == "" {
+		return errors.New("enqueue: usage: bot enqueue COMMAND --dedupe KEY [--payload JSON]")
+	}
+	var pl map[string]any
+	if err := json.Unmarshal([]byte(payload), &pl); err != nil || pl == nil {
+		return fmt.Errorf("enqueue: --payload must be a JSON object: %v", err)
+	}
+	db, err := openStore(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	eng := newEngine(c, db, newLogger(stderr))
+	it, created, err := eng.Enqueue(ctx, engine.EnqueueParams{Command: command, DedupeKey: dedupe, Payload: pl,
+		SessionID: sessionID, OwnerUID: "cli"})
+	if err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	verb := "enqueued"
+	if !created {
+		verb = "already enqueued"
+	}
+	fmt.Fprintf(stdout, "%s %s item %s (status %s)\n", verb, it.Command, it.ID, it.Status)
+	return nil
 }
