@@ -16,6 +16,7 @@ import (
 
 	"github.com/holdfast-bot/holdfast/console/api"
 	"github.com/holdfast-bot/holdfast/console/server"
+	"github.com/holdfast-bot/holdfast/console/web"
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -47,9 +48,11 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 		log.Info("Slack is disabled: set SLACK_BOT_TOKEN (and SLACK_APP_TOKEN for Socket Mode, or SLACK_SIGNING_SECRET for HTTP mode) to enable it")
 	}
 
+	console := web.New(web.Deps{Store: db, Library: lib, Log: log, BaseURL: c.BaseURL})
 	handler := server.Handler(server.Deps{
 		Store:       db,
-		API:         api.New(api.Deps{Store: db, Library: lib, Log: log}),
+		API:         api.New(api.Deps{Store: db, Library: lib, Log: log, Cookie: console.Cookie, CSRF: console.CSRF}),
+		Console:     console.Handler(),
 		InternalKey: c.InternalKey,
 	})
 
