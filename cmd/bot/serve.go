@@ -16,6 +16,7 @@ import (
 
 	"github.com/holdfast-bot/holdfast/console/api"
 	"github.com/holdfast-bot/holdfast/console/server"
+	"github.com/holdfast-bot/holdfast/console/web"
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
@@ -54,9 +55,12 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 	sess := sessions.New(db, sessions.Config{DefaultPolicy: c.DefaultPolicy, Models: models, DefaultModel: c.Model}, nil, log)
 	defer sess.Close() // before db.Close: background turns settle first
 
+	console := web.New(web.Deps{Store: db, Library: lib, Log: log, BaseURL: c.BaseURL})
 	handler := server.Handler(server.Deps{
-		Store:       db,
-		API:         api.New(api.Deps{Store: db, Library: lib, Log: log, Sessions: sess, InternalKey: c.InternalKey}),
+		Store: db,
+		API: api.New(api.Deps{Store: db, Library: lib, Log: log, Cookie: console.Cookie, CSRF: console.CSRF,
+			Sessions: sess, InternalKey: c.InternalKey}),
+		Console:     console.Handler(),
 		InternalKey: c.InternalKey,
 	})
 
