@@ -19,6 +19,32 @@ func (db *DB) SessionList(ctx context.Context, p *store.SessionListParams) ([]*s
 	if len(p.Origins) == 0 {
 		return []*store.Session{}, nil
 	}
+	query, allArgs := sessionListQuery(p)
+	rows, err := db.r.QueryContext(ctx, query, allArgs...)
+	if err != nil {
+		return nil, fmt.Errorf("session list: %w", err)
+	}
+	defer rows.Close()
+	out := []*store.Session{}
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("session list: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("session list: %w", err)
+	}
+	if err := fillOpenHolds(ctx, db.r, out); err != nil {
+		return nil, fmt.Errorf("session list: %w", err)
+	}
+	return out, nil
+}
+
+// sessionListQuery builds the listing: one arm per origin, each a range of
+// sessions_listing cut at the limit, merged newest first.
+func sessionListQuery(p *store.SessionListParams) (string, []any) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 50
@@ -46,43 +72,17 @@ func (db *DB) SessionList(ctx context.Context, p *store.SessionListParams) ([]*s
 	const order = ` ORDER BY last_active_at DESC, id DESC LIMIT ?`
 	arm := `SELECT ` + sessionColumns + ` FROM sessions INDEXED BY sessions_listing
 		WHERE origin = ? AND event_count > 0` + cond + order
-	var (
-		query   string
-		allArgs []any
-	)
 	origins := normTags(p.Origins)
 	if len(origins) == 1 {
-		query = arm
-		allArgs = append(append([]any{origins[0]}, args...), limit)
-	} else {
-		arms := make([]string, len(origins))
-		for i, o := range origins {
-			arms[i] = `SELECT * FROM (` + arm + `)`
-			allArgs = append(append(append(allArgs, o), args...), limit)
-		}
-		query = strings.Join(arms, " UNION ALL ") + order
-		allArgs = append(allArgs, limit)
+		return arm, append(append([]any{origins[0]}, args...), limit)
 	}
-	rows, err := db.r.QueryContext(ctx, query, allArgs...)
-	if err != nil {
-		return nil, fmt.Errorf("session list: %w", err)
+	var allArgs []any
+	arms := make([]string, len(origins))
+	for i, o := range origins {
+		arms[i] = `SELECT * FROM (` + arm + `)`
+		allArgs = append(append(append(allArgs, o), args...), limit)
 	}
-	defer rows.Close()
-	out := []*store.Session{}
-	for rows.Next() {
-		s, err := scanSession(rows)
-		if err != nil {
-			return nil, fmt.Errorf("session list: %w", err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("session list: %w", err)
-	}
-	if err := fillOpenHolds(ctx, db.r, out); err != nil {
-		return nil, fmt.Errorf("session list: %w", err)
-	}
-	return out, nil
+	return strings.Join(arms, " UNION ALL ") + order, append(allArgs, limit)
 }
 
 func likeEscape(s string) string {
@@ -252,24 +252,8 @@ func (db *DB) SessionTouch(ctx context.Context, p *store.SessionTouchParams) err
 // session_events_type when filtering by type): a page costs `limit` index
 // rows whatever the transcript's length.
 func (db *DB) EventList(ctx context.Context, p *store.EventListParams) ([]*store.Event, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 200
-	}
-	query := `SELECT id, session_id, ts, type, actor, payload FROM session_events WHERE session_id = ? AND ts > ?`
-	args := []any{p.SessionID, formatAfter(p.After)}
-	if types := normTags(p.Types); len(types) > 0 {
-		query += ` AND type IN (?` + strings.Repeat(", ?", len(types)-1) + `)`
-		for _, t := range types {
-			args = append(args, t)
-		}
-	}
-	dir := "ASC"
-	if p.Newest {
-		dir = "DESC"
-	}
-	query += ` ORDER BY ts ` + dir + ` LIMIT ?`
-	rows, err := db.r.QueryContext(ctx, query, append(args, limit)...)
+	query, args := eventListQuery(p)
+	rows, err := db.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("event list: %w", err)
 	}
@@ -297,6 +281,26 @@ func (db *DB) EventList(ctx context.Context, p *store.EventListParams) ([]*store
 		}
 	}
 	return out, nil
+}
+
+func eventListQuery(p *store.EventListParams) (string, []any) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 200
+	}
+	query := `SELECT id, session_id, ts, type, actor, payload FROM session_events WHERE session_id = ? AND ts > ?`
+	args := []any{p.SessionID, formatAfter(p.After)}
+	if types := normTags(p.Types); len(types) > 0 {
+		query += ` AND type IN (?` + strings.Repeat(", ?", len(types)-1) + `)`
+		for _, t := range types {
+			args = append(args, t)
+		}
+	}
+	dir := "ASC"
+	if p.Newest {
+		dir = "DESC"
+	}
+	return query + ` ORDER BY ts ` + dir + ` LIMIT ?`, append(args, limit)
 }
 
 // formatAfter is the exclusive lower bound for ts. Stored ts are whole
