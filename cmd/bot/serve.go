@@ -21,9 +21,11 @@ import (
 
 	"github.com/holdfast-bot/holdfast/console/api"
 	"github.com/holdfast-bot/holdfast/console/server"
+	"github.com/holdfast-bot/holdfast/console/web"
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -54,7 +56,8 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 		log.Info("Slack is disabled: set SLACK_BOT_TOKEN (and SLACK_APP_TOKEN for Socket Mode, or SLACK_SIGNING_SECRET for HTTP mode) to enable it")
 	}
 
-	eng := newEngine(c, db, log)
+	models := newModels(c)
+	eng := newEngine(c, db, models, log)
 	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	engDone := make(chan error, 1)
 	go func() { engDone <- eng.Start(engCtx) }()
@@ -67,10 +70,16 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 		log.Info("engine stopped")
 	}()
 
+	sess := sessions.New(db, sessions.Config{DefaultPolicy: c.DefaultPolicy, Models: models, DefaultModel: c.Model}, sessionsEngine{eng}, log)
+	defer sess.Close() // before db.Close: background turns settle first
+
+	console := web.New(web.Deps{Store: db, Library: lib, Log: log, BaseURL: c.BaseURL})
 	handler := server.Handler(server.Deps{
-		Store:       db,
-		API:         api.New(api.Deps{Store: db, Library: lib, Log: log, Engine: eng, InternalKey: c.InternalKey}),
+		Store: db,
+		API: api.New(api.Deps{Store: db, Library: lib, Log: log, Cookie: console.Cookie, CSRF: console.CSRF,
+			Sessions: sess, Engine: eng, InternalKey: c.InternalKey}),
 		Metrics:     promhttp.HandlerFor(eng.Registry(), promhttp.HandlerOpts{}),
+		Console:     console.Handler(),
 		InternalKey: c.InternalKey,
 	})
 
@@ -128,9 +137,29 @@ func bootstrapAdmin(ctx context.Context, db store.Store, password string, stdout
 	return nil
 }
 
+func newModels(c *config) *model.Registry {
+	return model.NewRegistry(c.Model, model.Config{OpenAIBaseURL: c.OpenAIBaseURL, OpenAIAPIKey: c.OpenAIAPIKey})
+}
+
+// sessionsEngine adapts the engine to the interface sessions defines (it
+// cannot import the engine).
+type sessionsEngine struct{ e *engine.Engine }
+
+func (s sessionsEngine) Enqueue(ctx context.Context, p sessions.EnqueueParams) (sessions.EnqueueResult, error) {
+	it, created, err := s.e.Enqueue(ctx, engine.EnqueueParams{Command: p.Command, DedupeKey: p.DedupeKey,
+		Payload: p.Payload, SessionID: p.SessionID, OwnerUID: p.OwnerUID})
+	if err != nil {
+		return sessions.EnqueueResult{}, err
+	}
+	return sessions.EnqueueResult{ItemID: it.ID, Enqueued: created}, nil
+}
+
+func (s sessionsEngine) CancelSessionRuns(ctx context.Context, sessionID, by string) (int, error) {
+	return s.e.CancelSessionRuns(ctx, sessionID, by)
+}
+
 // newEngine builds the engine from the config (shared by serve and enqueue).
-func newEngine(c *config, db store.Store, log *slog.Logger) *engine.Engine {
-	models := model.NewRegistry(c.Model, model.Config{OpenAIBaseURL: c.OpenAIBaseURL, OpenAIAPIKey: c.OpenAIAPIKey})
+func newEngine(c *config, db store.Store, models *model.Registry, log *slog.Logger) *engine.Engine {
 	var stewards []string
 	for _, s := range strings.Split(c.SlackStewards, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -173,7 +202,7 @@ func cmdEnqueue(ctx context.Context, args []string, env map[string]string, stdou
 		return err
 	}
 	defer db.Close()
-	eng := newEngine(c, db, newLogger(stderr))
+	eng := newEngine(c, db, newModels(c), newLogger(stderr))
 	it, created, err := eng.Enqueue(ctx, engine.EnqueueParams{Command: command, DedupeKey: dedupe, Payload: pl,
 		SessionID: sessionID, OwnerUID: "cli"})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/holdfast-bot/holdfast/console/auth"
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -30,8 +31,9 @@ type Deps struct {
 	// Engine enqueues, decides holds and runs cron passes. Optional: without
 	// it those routes answer 503.
 	Engine *engine.Engine
-	// InternalKey guards /api/internal/* (x-internal-key); empty turns those
-	// routes off (404).
+	// Sessions is the session runtime behind /api/sessions.
+	Sessions *sessions.Service
+	// InternalKey guards /api/internal/*; empty, those routes answer 404.
 	InternalKey string
 }
 
@@ -48,12 +50,14 @@ func New(d Deps) *API {
 // Routes returns the /api router; mount it at /api.
 func (a *API) Routes() http.Handler {
 	r := chi.NewRouter()
-	// Internal routes authenticate with x-internal-key, not user credentials.
-	r.Group(func(r chi.Router) {
-		a.internalEngineRoutes(r)
+	// Internal routes authenticate with x-internal-key, not an API key.
+	r.Route("/internal", func(r chi.Router) {
+		r.Use(a.requireInternalKey, a.trackSession)
+		a.sessionInternalRoutes(r)
+		a.engineInternalRoutes(r)
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(a.authenticate)
+		r.Use(a.authenticate, a.trackSession)
 		r.Route("/memos", func(r chi.Router) {
 			r.Get("/", a.memoList)
 			r.With(a.require(store.RoleSteward)).Post("/", a.memoCreate)

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"crypto/subtle"
 	"errors"
 	"net/http"
 	"strings"
@@ -24,25 +23,9 @@ func (a *API) engineRoutes(r chi.Router) {
 	r.Post("/holds/{id}/decision", a.holdDecide)
 }
 
-// internalEngineRoutes are mounted outside bearer/cookie authentication:
-// they carry x-internal-key instead.
-func (a *API) internalEngineRoutes(r chi.Router) {
-	r.Get("/internal/cron/run-workflows", a.cronRunWorkflows)
-}
-
-// InternalKeyOK checks x-internal-key in constant time, writing 404 when no
-// key is configured (the route does not exist) and 401 when it is wrong.
-func (a *API) InternalKeyOK(w http.ResponseWriter, r *http.Request) bool {
-	if a.InternalKey == "" {
-		WriteError(w, http.StatusNotFound, "no such route: internal routes are off (set HOLDFAST_INTERNAL_KEY)")
-		return false
-	}
-	got := r.Header.Get("x-internal-key")
-	if subtle.ConstantTimeCompare([]byte(got), []byte(a.InternalKey)) != 1 {
-		WriteError(w, http.StatusUnauthorized, "missing or wrong x-internal-key")
-		return false
-	}
-	return true
+// engineInternalRoutes are mounted under /internal, behind x-internal-key.
+func (a *API) engineInternalRoutes(r chi.Router) {
+	r.Get("/cron/run-workflows", a.cronRunWorkflows)
 }
 
 func (a *API) engineOr503(w http.ResponseWriter) bool {
@@ -264,7 +247,7 @@ func (a *API) holdDecide(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) cronRunWorkflows(w http.ResponseWriter, r *http.Request) {
-	if !a.InternalKeyOK(w, r) || !a.engineOr503(w) {
+	if !a.engineOr503(w) {
 		return
 	}
 	res, err := a.Engine.RunPass(r.Context())

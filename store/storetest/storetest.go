@@ -15,6 +15,7 @@ import (
 // Run exercises a fresh, empty store from newStore for each subtest.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	ctx := context.Background()
+	runConsole(t, newStore)
 
 	t.Run("MemoCreateGetSearch", func(t *testing.T) {
 		t.Parallel()
@@ -167,4 +168,6 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		_, err = s.EventAppend(ctx, &store.EventAppendParams{SessionID: "ses_missing", Type: "user_message"})
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
+
+	runSessions(t, newStore)
 }
