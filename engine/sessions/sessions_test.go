@@ -280,6 +280,7 @@ func TestTemplateTurn(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, store.SessionDone, got.Status)
 		require.Empty(t, got.ActiveRunID)
+		require.Equal(t, "hello there", got.Title, "an untitled session is named by its first message")
 	})
 
 	t.Run("SlashCommandEnqueuesWithSession", func(t *testing.T) {

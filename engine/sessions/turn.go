@@ -88,8 +88,14 @@ func (s *Service) Message(ctx context.Context, id, text, actor string, backgroun
 
 	running, empty := store.SessionRunning, ""
 	stale := ses.ActiveRunID // not in s.turns, so left by a previous process
+	var title *string
+	if ses.Title == "" {
+		// An untitled session is named by its first message, as chat UIs do.
+		name := firstLine(text, 80)
+		title = &name
+	}
 	ses, evs, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id, ExpectActiveRunID: &stale,
-		ActiveRunID: &t.id, Status: &running, DoneReason: &empty,
+		ActiveRunID: &t.id, Status: &running, DoneReason: &empty, Title: title,
 		Events: []*store.EventAppendParams{{Type: store.EventUserMessage, Actor: actor, Payload: map[string]any{"text": text}}}})
 	if err != nil {
 		s.release(id, t)
@@ -156,11 +162,19 @@ func (s *Service) settle(tctx context.Context, log *slog.Logger, id string, t *t
 	return evs[0]
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
 	}
-	return s[:n] + "…"
+	return s
+}
+
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
 }
 
 // runTurn produces the reply. Slash commands naming a workflow enqueue it

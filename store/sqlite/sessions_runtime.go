@@ -201,6 +201,9 @@ func (db *DB) SessionUpdate(ctx context.Context, p *store.SessionUpdateParams) (
 		if p.ActiveRunID != nil {
 			set("active_run_id", *p.ActiveRunID)
 		}
+		if p.Title != nil {
+			set("title", *p.Title)
+		}
 		if p.Status != nil {
 			set("status", *p.Status)
 		}
@@ -236,8 +239,10 @@ func (db *DB) SessionUpdate(ctx context.Context, p *store.SessionUpdateParams) (
 // SessionTouch counts a request made under the session.
 func (db *DB) SessionTouch(ctx context.Context, p *store.SessionTouchParams) error {
 	return db.tx(ctx, func(tx *sql.Tx) error {
+		// A request without an identity (internal routes) keeps the last one.
 		res, err := tx.ExecContext(ctx, `UPDATE sessions SET request_count = request_count + 1, last_active_at = ?,
-			caller_user = ?, caller_key_id = ? WHERE id = ?`, formatTime(time.Now()), p.CallerUser, p.CallerKeyID, p.ID)
+			caller_user = COALESCE(NULLIF(?, ''), caller_user), caller_key_id = COALESCE(NULLIF(?, ''), caller_key_id)
+			WHERE id = ?`, formatTime(time.Now()), p.CallerUser, p.CallerKeyID, p.ID)
 		if err != nil {
 			return err
 		}
