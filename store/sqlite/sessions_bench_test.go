@@ -154,6 +154,10 @@ func TestSessionQueriesUseIndexes(t *testing.T) {
 		require.NotContains(t, got, "SCAN sessions", "listing %s:\n%s", name, got)
 		require.Contains(t, got, "SEARCH sessions USING INDEX sessions_listing", "listing %s:\n%s", name, got)
 	}
+	holds := plan(openHoldsQuery(2), []any{store.HoldOpen, "ses_a", "ses_b"})
+	t.Logf("open holds:\n%s", holds)
+	require.Contains(t, holds, "SEARCH holds USING", "open holds per page:\n%s", holds)
+
 	for name, p := range map[string]*store.EventListParams{
 		"After":       {SessionID: ses.ID, After: eventTS(1000), Limit: 100},
 		"FromStart":   {SessionID: ses.ID, Limit: 100},
