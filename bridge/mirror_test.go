@@ -172,6 +172,10 @@ func TestOutboxRefusalKeptAsFailed(t *testing.T) {
 	require.NoError(t, tb.addOutbox(&store.SlackOutboxAddParams{DedupeKey: "k3", Queue: "C8:1.1", Method: store.SlackUpdate, Channel: "C8", RefKey: "k2", Text: "upd"}))
 	require.NoError(t, tb.addOutbox(&store.SlackOutboxAddParams{DedupeKey: "k4", Queue: "C8:1.1", Method: store.SlackPost, Channel: "C8", ThreadTS: "1.1", Text: "last"}))
 	tb.waitPost(t, "C8", "1.1", func(c fakeslack.Call) bool { return c.Form["text"] == "last" })
+	require.Eventually(t, func() bool {
+		m, err := tb.store.SlackOutboxGetByKey(tb.ctx, "k4")
+		return err == nil && m.Status == store.SlackOutboxSentSt
+	}, 5*time.Second, 5*time.Millisecond)
 	for key, status := range map[string]string{"k1": "sent", "k2": "failed", "k3": "failed", "k4": "sent"} {
 		m, err := tb.store.SlackOutboxGetByKey(tb.ctx, key)
 		require.NoError(t, err)

@@ -1,4 +1,41 @@
 package store
 
-// ConsoleStore persists console sign-in sessions (SPEC §6).
-type ConsoleStore interface{}
+import (
+	"context"
+	"time"
+)
+
+// ConsoleSession is a signed-in browser. The cookie carries "<id>.<secret>";
+// only the secret's SHA-256 hash is stored, so a leaked database cannot be
+// replayed as cookies. The CSRF token lives here, server-side, so it dies
+// with the session.
+type ConsoleSession struct {
+	ID         string
+	SecretHash string
+	UserID     string
+	CSRFToken  string
+	UserAgent  string
+	IP         string
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	// User is the session's user as it is now (role changes apply at once).
+	User *User
+}
+
+// ConsoleStore persists console sign-in sessions (SPEC §6) and the user
+// changes only the console makes.
+type ConsoleStore interface {
+	// ConsoleSessionCreate stores s (ID, SecretHash, UserID, CSRFToken,
+	// ExpiresAt required) and returns it with its user.
+	ConsoleSessionCreate(ctx context.Context, s *ConsoleSession) (*ConsoleSession, error)
+	// ConsoleSessionGetByID returns an unexpired session with its user;
+	// an expired or unknown one is ErrNotFound.
+	ConsoleSessionGetByID(ctx context.Context, id string) (*ConsoleSession, error)
+	// ConsoleSessionDelete signs a session out; deleting a missing one is not
+	// an error (signing out twice is harmless).
+	ConsoleSessionDelete(ctx context.Context, id string) error
+	// ConsoleSessionDeleteExpired removes sessions expired before now.
+	ConsoleSessionDeleteExpired(ctx context.Context, now time.Time) (int, error)
+	// UserRoleSet changes a user's role.
+	UserRoleSet(ctx context.Context, userID, role string) (*User, error)
+}

@@ -62,16 +62,7 @@ func (s *Service) index(ctx context.Context, body string) *store.WorkflowIndex {
 	return &store.WorkflowIndex{Command: m.Command, Status: m.Status, Summary: m.Summary, Invoke: m.Invoke}
 }
 
-// commandOf recovers the Command of a memo that did not compile, if the
-// compiler could read it on its own.
-func commandOf(body string) string {
-	m, errs := workflow.Compile([]byte(body), workflow.Options{})
-	if m != nil {
-		return m.Command
-	}
-	_ = errs
-	return ""
-}
+func commandOf(body string) string { return workflow.CommandOf([]byte(body)) }
 
 // CreateParams are the fields a caller may set on a new memo.
 type CreateParams struct {

@@ -65,6 +65,28 @@ type compiler struct {
 // panics instead of the safety net.
 func compile(src []byte, opts Options) (*Manifest, Errors) {
 	c := &compiler{src: src, opts: opts}
+	return c.compile()
+}
+
+// CommandOf returns the Command a memo declares even when the memo has other
+// errors, so a broken workflow stays listed, and re-importable, under the
+// command its author knows. It is "" when no valid Command can be read.
+func CommandOf(src []byte) (cmd string) {
+	defer func() {
+		if recover() != nil {
+			cmd = ""
+		}
+	}()
+	c := &compiler{src: src}
+	c.compile()
+	if c.m == nil {
+		return ""
+	}
+	return c.m.Command
+}
+
+func (c *compiler) compile() (*Manifest, Errors) {
+	src := c.src
 	if len(src) > MaxSourceBytes {
 		c.errorf(1, "workflow memo is %d bytes; the limit is %d", len(src), MaxSourceBytes)
 		return nil, c.errs

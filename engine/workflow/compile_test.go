@@ -606,3 +606,20 @@ func BenchmarkCompileExamples(b *testing.B) {
 		}
 	}
 }
+
+func TestCommandOf(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, src, want string
+	}{
+		{"Valid", "## Trigger\n- **Command** `/ok`\n", "/ok"},
+		{"BrokenElsewhere", "## Trigger\n- **Command** `/broken`\n- **Status** `nope`\n## Bogus\n", "/broken"},
+		{"BadCommand", "## Trigger\n- **Command** `Not A Command`\n", ""},
+		{"NoTrigger", "# Title only\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, CommandOf([]byte(tc.src)))
+		})
+	}
+}

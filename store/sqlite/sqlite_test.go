@@ -14,7 +14,7 @@ import (
 	"github.com/holdfast-bot/holdfast/store/storetest"
 )
 
-func openTemp(t *testing.T) *sqlite.DB {
+func openTemp(t testing.TB) *sqlite.DB {
 	t.Helper()
 	db, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "holdfast.db")})
 	require.NoError(t, err)

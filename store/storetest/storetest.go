@@ -15,6 +15,7 @@ import (
 // Run exercises a fresh, empty store from newStore for each subtest.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	ctx := context.Background()
+	runConsole(t, newStore)
 
 	t.Run("MemoCreateGetSearch", func(t *testing.T) {
 		t.Parallel()
@@ -168,5 +169,6 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
+	runSessions(t, newStore)
 	runSlack(t, newStore)
 }

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// syncBuffer lets the test read what the service printed while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var listenRe = regexp.MustCompile(`listening on (http://\S+)`)
+
+// startServe runs `bot serve` in-process on a free port and returns its URL
+// and what it printed; the service stops when the test ends.
+func startServe(t *testing.T, env map[string]string, args ...string) (string, *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), env, strings.NewReader(""), out, &syncBuffer{})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err, "serve shuts down cleanly")
+		case <-time.After(20 * time.Second):
+			t.Error("serve did not shut down")
+		}
+	})
+	var url string
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited early: %v", err)
+		default:
+		}
+		m := listenRe.FindStringSubmatch(out.String())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	}, 20*time.Second, 10*time.Millisecond)
+	return url, out
+}
+
+func runCLI(t *testing.T, env map[string]string, stdin string, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut syncBuffer
+	err := run(context.Background(), args, env, strings.NewReader(stdin), &out, &errOut)
+	return out.String() + errOut.String(), err
+}
+
+func getJSON(t *testing.T, url, key string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	if out != nil {
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
+	}
+	return resp.StatusCode
+}
+
+func TestServeFirstStart(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "holdfast.db")
+	url, out := startServe(t, map[string]string{"HOLDFAST_DB": db})
+
+	require.Regexp(t, `Created user admin with password \S{16,}`, out.String(), "first start prints the generated admin password once")
+	require.Equal(t, http.StatusOK, getJSON(t, url+"/healthz", "", nil))
+
+	keyOut, err := runCLI(t, map[string]string{"HOLDFAST_DB": db}, "", "apikey", "create", "--name", "test", "--role", "viewer")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(keyOut), "\n")
+	key := lines[len(lines)-1]
+
+	var wf struct {
+		Workflows []struct {
+			Command string
+			Errors  []any
+		}
+	}
+	require.Equal(t, http.StatusOK, getJSON(t, url+"/api/workflows", key, &wf))
+	var commands []string
+	for _, w := range wf.Workflows {
+		require.Empty(t, w.Errors, w.Command)
+		commands = append(commands, w.Command)
+	}
+	require.Subset(t, commands, []string{"/draft-memo", "/summarize-thread", "/weekly-digest"})
+}
+
+func TestServeRestartKeepsAdminAndSeedsOnce(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "holdfast.db")
+	env := map[string]string{"HOLDFAST_DB": db, "HOLDFAST_ADMIN_PASSWORD": "correct horse battery"}
+	_, out := startServe(t, env)
+	require.NotContains(t, out.String(), "Created user admin with password", "a chosen password is never printed")
+
+	_, err := runCLI(t, env, "", "workflow", "import", "../../engine/workflow/examples")
+	require.NoError(t, err)
+	keyOut, err := runCLI(t, env, "", "apikey", "create", "--name", "t", "--role", "admin")
+	require.NoError(t, err)
+	key := strings.TrimSpace(keyOut[strings.LastIndex(strings.TrimSpace(keyOut), "\n")+1:])
+	url2, _ := startServe(t, map[string]string{"HOLDFAST_DB": db, "HOLDFAST_ADDR": "127.0.0.1:0"})
+	var wf struct{ Workflows []struct{ Command string } }
+	require.Equal(t, http.StatusOK, getJSON(t, url2+"/api/workflows", key, &wf))
+	require.Len(t, wf.Workflows, 3, "re-seeding and re-importing are idempotent by command")
+}
+
+func TestCLI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := map[string]string{"HOLDFAST_DB": filepath.Join(dir, "cli.db")}
+	pw := filepath.Join(dir, "pw")
+	require.NoError(t, os.WriteFile(pw, []byte("s3cret-password\nignored\n"), 0o600))
+
+	for _, tc := range []struct {
+		name    string
+		stdin   string
+		args    []string
+		wantErr string
+		wantOut string
+	}{
+		{"Migrate", "", []string{"migrate"}, "", "schema version"},
+		{"UserAdd", "", []string{"user", "add", "--username", "ada", "--password-file", pw, "--role", "steward", "--slack-user", "U1"}, "", "created user ada"},
+		{"UserAddStdin", "another-password\n", []string{"user", "add", "--username", "bob", "--password-file", "-"}, "", "role viewer"},
+		{"UserAddDuplicate", "", []string{"user", "add", "--username", "ada", "--password-file", pw}, "conflict", ""},
+		{"UserAddBadRole", "", []string{"user", "add", "--username", "cy", "--password-file", pw, "--role", "root"}, "role must be", ""},
+		{"UserAddShortPassword", "short\n", []string{"user", "add", "--username", "dee", "--password-file", "-"}, "at least 8", ""},
+		{"APIKeyNeedsName", "", []string{"apikey", "create"}, "--name", ""},
+		{"ImportMissingFile", "", []string{"workflow", "import", filepath.Join(dir, "nope.md")}, "no such file", ""},
+		{"UnknownCommand", "", []string{"frobnicate"}, "unknown command", ""},
+		{"BadEnv", "", []string{"migrate", "--workers", "0"}, "workers", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runCLI(t, env, tc.stdin, tc.args...)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err, out)
+			require.Contains(t, out, tc.wantOut)
+		})
+	}
+}

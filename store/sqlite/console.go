@@ -1,0 +1,111 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// ConsoleSessionCreate stores a sign-in session.
+func (db *DB) ConsoleSessionCreate(ctx context.Context, s *store.ConsoleSession) (*store.ConsoleSession, error) {
+	if s.ID == "" || s.SecretHash == "" || s.UserID == "" || s.CSRFToken == "" || s.ExpiresAt.IsZero() {
+		return nil, fmt.Errorf("console session create: id, secret hash, user, csrf token and expiry are required")
+	}
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO console_sessions (id, secret_hash, user_id, csrf_token, user_agent, ip, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, s.ID, s.SecretHash, s.UserID, s.CSRFToken, s.UserAgent, s.IP,
+			formatTime(time.Now()), formatTime(s.ExpiresAt))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("console session create: %w", err)
+	}
+	u, err := db.UserGetByID(ctx, s.UserID)
+	if err != nil {
+		return nil, fmt.Errorf("console session create: %w", err)
+	}
+	out := *s
+	out.CreatedAt = time.Now().UTC()
+	out.User = u
+	return &out, nil
+}
+
+// ConsoleSessionGetByID reads an unexpired session joined with its user, in
+// one query: this runs on every console request.
+func (db *DB) ConsoleSessionGetByID(ctx context.Context, id string) (*store.ConsoleSession, error) {
+	var (
+		s                store.ConsoleSession
+		created, expires string
+	)
+	u, err := scanUser(scanFunc(func(dest ...any) error {
+		all := append([]any{&s.ID, &s.SecretHash, &s.UserID, &s.CSRFToken, &s.UserAgent, &s.IP, &created, &expires}, dest...)
+		return db.r.QueryRowContext(ctx, `SELECT cs.id, cs.secret_hash, cs.user_id, cs.csrf_token, cs.user_agent, cs.ip,
+			cs.created_at, cs.expires_at,
+			u.id, u.username, u.password_hash, u.role, COALESCE(u.slack_user_id, ''), u.created_at
+			FROM console_sessions cs JOIN users u ON u.id = cs.user_id
+			WHERE cs.id = ? AND cs.expires_at > ?`, id, formatTime(time.Now())).Scan(all...)
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("console session: %w", err)
+	}
+	s.CreatedAt, s.ExpiresAt = parseTime(created), parseTime(expires)
+	s.User = u
+	return &s, nil
+}
+
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+
+// ConsoleSessionDelete removes a session.
+func (db *DB) ConsoleSessionDelete(ctx context.Context, id string) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE id = ?`, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("console session delete: %w", err)
+	}
+	return nil
+}
+
+// ConsoleSessionDeleteExpired removes sessions that expired before now.
+func (db *DB) ConsoleSessionDeleteExpired(ctx context.Context, now time.Time) (int, error) {
+	var n int64
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE expires_at <= ?`, formatTime(now))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("console session delete expired: %w", err)
+	}
+	return int(n), nil
+}
+
+// UserRoleSet changes a user's role.
+func (db *DB) UserRoleSet(ctx context.Context, userID, role string) (*store.User, error) {
+	if !store.ValidRole(role) {
+		return nil, fmt.Errorf("user role set: invalid role %q", role)
+	}
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE users SET role = ? WHERE id = ?`, role, userID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return store.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("user role set %s: %w", userID, err)
+	}
+	return db.UserGetByID(ctx, userID)
+}
