@@ -61,6 +61,9 @@ func (c *Console) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(securityHeaders)
 	r.Handle(static.Prefix+"*", static.Handler())
+	r.Get("/favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, static.URL("favicon.svg"), http.StatusMovedPermanently)
+	})
 	r.Get("/login", c.loginForm)
 	r.Post("/login", c.login)
 
