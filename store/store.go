@@ -216,6 +216,7 @@ type Session struct {
 	CallerKeyID  string         `json:"callerKeyId"`
 	ActiveRunID  string         `json:"activeRunId"`
 	EventCount   int64          `json:"eventCount"`
+	OpenHolds    int64          `json:"openHolds"`
 	LastActiveAt time.Time      `json:"lastActiveAt"`
 	CreatedAt    time.Time      `json:"createdAt"`
 }
@@ -244,6 +245,9 @@ type SessionCreateParams struct {
 	ForkedFrom   string
 	CallerUser   string
 	CallerKeyID  string
+	// Events are appended in the creating transaction (their SessionID is
+	// set), so a session is never seen without its first events.
+	Events []*EventAppendParams
 }
 
 // EventAppendParams appends an event to a session's transcript.
@@ -254,13 +258,28 @@ type EventAppendParams struct {
 	Payload   map[string]any
 }
 
-// SessionStore persists sessions and their events.
+// SessionStore persists sessions and their events (types in sessions.go).
+// Appending a policy_set event also sets the session's effective policy in
+// the same transaction, whoever appends it.
 type SessionStore interface {
 	SessionCreate(ctx context.Context, p *SessionCreateParams) (*Session, error)
 	SessionGetByID(ctx context.Context, id string) (*Session, error)
 	// SessionGetByTag finds the one session holding tag.
 	SessionGetByTag(ctx context.Context, tag string) (*Session, error)
+	// SessionList pages non-empty sessions, newest activity first.
+	SessionList(ctx context.Context, p *SessionListParams) ([]*Session, error)
+	// SessionFork creates a session from another's events up to p.At.
+	SessionFork(ctx context.Context, p *SessionForkParams) (*Session, error)
+	// SessionUpdate changes fields and appends events in one transaction.
+	SessionUpdate(ctx context.Context, p *SessionUpdateParams) (*Session, []*Event, error)
+	// SessionTouch counts a request made under the session.
+	SessionTouch(ctx context.Context, p *SessionTouchParams) error
+	// SessionOpenHoldCounts answers open holds per session id in one query
+	// (ids without open holds are absent).
+	SessionOpenHoldCounts(ctx context.Context, ids []string) (map[string]int64, error)
 	EventAppend(ctx context.Context, p *EventAppendParams) (*Event, error)
+	// EventList reads a transcript in ts order; see EventListParams.
+	EventList(ctx context.Context, p *EventListParams) ([]*Event, error)
 }
 
 // NewID returns a time-ordered, URL-safe id with a readable prefix such as

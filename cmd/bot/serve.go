@@ -18,6 +18,8 @@ import (
 	"github.com/holdfast-bot/holdfast/console/server"
 	"github.com/holdfast-bot/holdfast/console/web"
 	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -48,10 +50,16 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 		log.Info("Slack is disabled: set SLACK_BOT_TOKEN (and SLACK_APP_TOKEN for Socket Mode, or SLACK_SIGNING_SECRET for HTTP mode) to enable it")
 	}
 
+	models := model.NewRegistry(c.Model, model.Config{OpenAIBaseURL: c.OpenAIBaseURL, OpenAIAPIKey: c.OpenAIAPIKey})
+	// No engine yet: chat turns answer, enqueueing says the engine is not running.
+	sess := sessions.New(db, sessions.Config{DefaultPolicy: c.DefaultPolicy, Models: models, DefaultModel: c.Model}, nil, log)
+	defer sess.Close() // before db.Close: background turns settle first
+
 	console := web.New(web.Deps{Store: db, Library: lib, Log: log, BaseURL: c.BaseURL})
 	handler := server.Handler(server.Deps{
-		Store:       db,
-		API:         api.New(api.Deps{Store: db, Library: lib, Log: log, Cookie: console.Cookie, CSRF: console.CSRF}),
+		Store: db,
+		API: api.New(api.Deps{Store: db, Library: lib, Log: log, Cookie: console.Cookie, CSRF: console.CSRF,
+			Sessions: sess, InternalKey: c.InternalKey}),
 		Console:     console.Handler(),
 		InternalKey: c.InternalKey,
 	})

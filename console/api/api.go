@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdfast-bot/holdfast/console/auth"
 	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -26,6 +27,10 @@ type Deps struct {
 	// CSRF checks a cookie-authenticated state-changing request, the same
 	// check console forms get. Required when Cookie is set.
 	CSRF func(r *http.Request) error
+	// Sessions is the session runtime behind /api/sessions.
+	Sessions *sessions.Service
+	// InternalKey guards /api/internal/*; empty, those routes answer 404.
+	InternalKey string
 }
 
 // API serves /api.
@@ -41,16 +46,23 @@ func New(d Deps) *API {
 // Routes returns the /api router; mount it at /api.
 func (a *API) Routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(a.authenticate)
-	r.Route("/memos", func(r chi.Router) {
-		r.Get("/", a.memoList)
-		r.With(a.require(store.RoleSteward)).Post("/", a.memoCreate)
-		r.Get("/{id}", a.memoGet)
-		r.With(a.require(store.RoleSteward)).Put("/{id}", a.memoUpdate)
+	// Internal routes authenticate with x-internal-key, not an API key.
+	r.Route("/internal", func(r chi.Router) {
+		r.Use(a.requireInternalKey, a.trackSession)
+		a.sessionInternalRoutes(r)
 	})
-	r.Get("/workflows", a.workflowList)
-	a.engineRoutes(r)
-	a.sessionRoutes(r)
+	r.Group(func(r chi.Router) {
+		r.Use(a.authenticate, a.trackSession)
+		r.Route("/memos", func(r chi.Router) {
+			r.Get("/", a.memoList)
+			r.With(a.require(store.RoleSteward)).Post("/", a.memoCreate)
+			r.Get("/{id}", a.memoGet)
+			r.With(a.require(store.RoleSteward)).Put("/{id}", a.memoUpdate)
+		})
+		r.Get("/workflows", a.workflowList)
+		a.engineRoutes(r)
+		a.sessionRoutes(r)
+	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
 	})

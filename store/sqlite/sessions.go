@@ -29,6 +29,7 @@ func scanSession(row interface{ Scan(...any) error }) (*store.Session, error) {
 	s.Context = map[string]any{}
 	_ = json.Unmarshal([]byte(ctxJSON), &s.Context)
 	s.Archived = archived != 0
+	s.Policy = store.NormalizePolicy(s.Policy)
 	s.LastActiveAt, s.CreatedAt = parseTime(lastActive), parseTime(created)
 	return &s, nil
 }
@@ -60,11 +61,12 @@ func sessionCreateTx(ctx context.Context, tx *sql.Tx, id string, p *store.Sessio
 	if caps == nil {
 		caps = []string{}
 	}
+	policy := store.NormalizePolicy(p.Policy)
 	_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, title, origin, platform, tags, context, capabilities,
-		forked_from, policy, caller_user, caller_key_id, last_active_at, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		forked_from, policy, base_policy, caller_user, caller_key_id, last_active_at, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		id, p.Title, p.Origin, p.Platform, encodeJSON(tags), encodeJSON(ctxMap), encodeJSON(caps),
-		p.ForkedFrom, p.Policy, p.CallerUser, p.CallerKeyID, now, now)
+		p.ForkedFrom, policy, policy, p.CallerUser, p.CallerKeyID, now, now)
 	if err != nil {
 		return nil, err
 	}
@@ -76,11 +78,24 @@ func sessionCreateTx(ctx context.Context, tx *sql.Tx, id string, p *store.Sessio
 			return nil, err
 		}
 	}
+	for _, e := range p.Events {
+		e.SessionID = id
+		if _, err := eventAppendTx(ctx, tx, e); err != nil {
+			return nil, err
+		}
+	}
 	return sessionGet(ctx, tx, id)
 }
 
 func sessionGet(ctx context.Context, q queryRower, id string) (*store.Session, error) {
-	return scanSession(q.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+	s, err := scanSession(q.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+	if err != nil {
+		return nil, err
+	}
+	if err := fillOpenHolds(ctx, q, []*store.Session{s}); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // SessionGetByID reads a session.
@@ -96,6 +111,9 @@ func (db *DB) SessionGetByID(ctx context.Context, id string) (*store.Session, er
 func (db *DB) SessionGetByTag(ctx context.Context, tag string) (*store.Session, error) {
 	s, err := scanSession(db.r.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions
 		WHERE id = (SELECT session_id FROM session_tags WHERE tag = ?)`, tag))
+	if err == nil {
+		err = fillOpenHolds(ctx, db.r, []*store.Session{s})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("session tagged %q: %w", tag, err)
 	}
@@ -136,7 +154,17 @@ func eventAppendTx(ctx context.Context, tx *sql.Tx, p *store.EventAppendParams) 
 		payload = map[string]any{}
 	}
 	ts := formatTime(now)
-	res, err := tx.ExecContext(ctx, `UPDATE sessions SET event_count = event_count + 1, last_active_at = ? WHERE id = ?`, ts, p.SessionID)
+	var res sql.Result
+	var err error
+	if p.Type == store.EventPolicySet {
+		// Policy follows head: the newest policy_set is the effective
+		// posture, kept on the row in the same transaction as the event.
+		policy, _ := payload["policy"].(string)
+		res, err = tx.ExecContext(ctx, `UPDATE sessions SET event_count = event_count + 1, last_active_at = ?, policy = ? WHERE id = ?`,
+			ts, store.NormalizePolicy(policy), p.SessionID)
+	} else {
+		res, err = tx.ExecContext(ctx, `UPDATE sessions SET event_count = event_count + 1, last_active_at = ? WHERE id = ?`, ts, p.SessionID)
+	}
 	if err != nil {
 		return nil, err
 	}

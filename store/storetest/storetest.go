@@ -168,4 +168,6 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		_, err = s.EventAppend(ctx, &store.EventAppendParams{SessionID: "ses_missing", Type: "user_message"})
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
+
+	runSessions(t, newStore)
 }

@@ -1,0 +1,181 @@
+package sessions
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// The core commands, the same on every interface (seed 003). Interface
+// specific commands stay in each interface.
+const (
+	CmdStatus    = "/status"
+	CmdTerminate = "/terminate"
+	CmdCompact   = "/compact"
+)
+
+// coreCommand recognises a message that is exactly a core command.
+func coreCommand(text string) (string, bool) {
+	switch c := strings.ToLower(strings.TrimSpace(text)); c {
+	case CmdStatus, CmdTerminate, CmdCompact:
+		return c, true
+	}
+	return "", false
+}
+
+// CommandResult answers Command. Session is the summary after the command.
+type CommandResult struct {
+	Command string         `json:"command"`
+	Session *store.Session `json:"session"`
+	// CancelledTurn reports whether /terminate stopped a running chat turn.
+	CancelledTurn bool `json:"cancelledTurn"`
+	// CancelledRuns counts workflow runs the engine cancelled.
+	CancelledRuns int `json:"cancelledRuns"`
+	// Summary is /compact's compact_summary event.
+	Summary *store.Event `json:"summary,omitempty"`
+}
+
+// Command runs a core command: /status answers the summary; /terminate
+// cancels the active chat turn (its model call's context) and asks the
+// engine to cancel the session's runs, recording who asked; /compact writes
+// a compact_summary that later turns start from.
+func (s *Service) Command(ctx context.Context, id, command, actor string) (*CommandResult, error) {
+	cmd, ok := coreCommand(command)
+	if !ok {
+		return nil, invalidf("unknown command %q (want /status, /terminate or /compact)", command)
+	}
+	switch cmd {
+	case CmdTerminate:
+		return s.terminate(ctx, id, actor)
+	case CmdCompact:
+		return s.compact(ctx, id, actor)
+	default:
+		ses, err := s.st.SessionGetByID(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return &CommandResult{Command: cmd, Session: ses}, nil
+	}
+}
+
+func commandEvent(cmd, actor string) *store.EventAppendParams {
+	return &store.EventAppendParams{Type: store.EventCommand, Actor: actor, Payload: map[string]any{"command": cmd, "by": actor}}
+}
+
+func (s *Service) terminate(ctx context.Context, id, actor string) (*CommandResult, error) {
+	ses, err := s.st.SessionGetByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	t := s.turns[id]
+	s.mu.Unlock()
+	upd := &store.SessionUpdateParams{ID: id, Events: []*store.EventAppendParams{commandEvent(CmdTerminate, actor)}}
+	if t == nil && ses.ActiveRunID != "" {
+		// A turn recorded by a process that is gone: clear it here.
+		none, status, reason := "", store.SessionCancelled, terminated{actor}.Error()
+		upd.ExpectActiveRunID, upd.ActiveRunID, upd.Status, upd.DoneReason = &ses.ActiveRunID, &none, &status, &reason
+	}
+	if _, _, err := s.st.SessionUpdate(ctx, upd); err != nil {
+		return nil, err
+	}
+	res := &CommandResult{Command: CmdTerminate}
+	if t != nil {
+		t.cancel(terminated{actor})
+		select {
+		case <-t.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		res.CancelledTurn = true
+	}
+	if s.eng != nil {
+		n, err := s.eng.CancelSessionRuns(ctx, id, actor)
+		if err != nil {
+			return nil, fmt.Errorf("terminate session %s: cancel runs: %w", id, err)
+		}
+		res.CancelledRuns = n
+	}
+	s.log.InfoContext(ctx, "session terminated", slog.String("session_id", id), slog.String("actor", actor),
+		slog.Bool("cancelled_turn", res.CancelledTurn), slog.Int("cancelled_runs", res.CancelledRuns))
+	if res.Session, err = s.st.SessionGetByID(ctx, id); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// compactEvents bounds what one /compact reads.
+const compactEvents = 500
+
+func (s *Service) compact(ctx context.Context, id, actor string) (*CommandResult, error) {
+	evs, prev, err := s.sinceCompact(ctx, id, compactEvents)
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) == 0 {
+		if _, err := s.st.SessionGetByID(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	text := s.summarise(ctx, id, evs, prev)
+	payload := map[string]any{"text": text, "eventCount": len(evs)}
+	if len(evs) > 0 {
+		payload["throughEventId"] = evs[len(evs)-1].ID
+	}
+	ses, out, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id, Events: []*store.EventAppendParams{
+		commandEvent(CmdCompact, actor),
+		{Type: store.EventCompactSummary, Actor: "holdfast", Payload: payload},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return &CommandResult{Command: CmdCompact, Session: ses, Summary: out[1]}, nil
+}
+
+// summarise asks an OpenAI-compatible model for the summary; the template
+// model (which only echoes) and a failing model get a deterministic digest,
+// so /compact always succeeds.
+func (s *Service) summarise(ctx context.Context, id string, evs []*store.Event, prev string) string {
+	digest := digest(evs, prev)
+	m, err := s.cfg.Models.Get(s.cfg.DefaultModel)
+	if err != nil || m.Name() == "template" || len(evs) == 0 {
+		return digest
+	}
+	msgs, err := s.history(ctx, id)
+	if err != nil {
+		return digest
+	}
+	msgs = append(msgs, model.Message{Role: model.RoleUser, Content: "Summarise this conversation so far in at most five sentences, " +
+		"keeping requests, decisions, queued workflows and their outcomes. Reply with the summary only."})
+	resp, _, err := model.CompleteWithRetry(ctx, m, model.Request{Messages: msgs}, s.cfg.Retries, 0)
+	if err != nil || strings.TrimSpace(resp.Content) == "" {
+		s.log.WarnContext(ctx, "compact: model summary failed, using a digest", slog.String("session_id", id), slog.Any("error", err))
+		return digest
+	}
+	return strings.TrimSpace(resp.Content)
+}
+
+func digest(evs []*store.Event, prev string) string {
+	counts := map[string]int{}
+	lastAsk := ""
+	for _, e := range evs {
+		counts[e.Type]++
+		if e.Type == store.EventUserMessage {
+			lastAsk, _ = e.Payload["text"].(string)
+		}
+	}
+	var b strings.Builder
+	if prev != "" {
+		b.WriteString(prev + " Since then: ")
+	}
+	fmt.Fprintf(&b, "%d events: %d user messages, %d replies, %d tool calls, %d runs finished.",
+		len(evs), counts[store.EventUserMessage], counts[store.EventAssistantMessage], counts[store.EventToolResult], counts["run_finished"])
+	if lastAsk != "" {
+		fmt.Fprintf(&b, " Last request: %q.", truncate(lastAsk, 200))
+	}
+	return b.String()
+}

@@ -1,0 +1,359 @@
+// Package sessions is Holdfast's session runtime (SPEC §3): the one facade the
+// JSON API, the console and the Slack bridge call to resolve, list, fork and
+// poll sessions, run chat turns and the core commands. None of them keeps
+// session logic of its own, so every interface behaves the same.
+package sessions
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// ErrInvalid marks input a caller must fix (the API answers 400).
+var ErrInvalid = errors.New("invalid")
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// EnqueueParams asks the engine to queue a workflow item for a session.
+type EnqueueParams struct {
+	Command   string // with its leading slash
+	DedupeKey string
+	Payload   map[string]any
+	SessionID string
+	// OwnerUID is who asked ("slack:U1", "user:<id>", "key:<id>"); the
+	// engine uses it for self-approval checks.
+	OwnerUID string
+}
+
+// EnqueueResult is what the engine answered.
+type EnqueueResult struct {
+	ItemID   string
+	Enqueued bool
+}
+
+// Engine is the part of the workflow engine sessions need. It is an
+// interface here so this package does not import the engine (which reads
+// sessions through the store); cmd/bot adapts the real engine to it.
+type Engine interface {
+	// Enqueue wraps store.ErrNotFound for an unknown command and
+	// store.ErrConflict for a workflow that is not live.
+	Enqueue(ctx context.Context, p EnqueueParams) (EnqueueResult, error)
+	// CancelSessionRuns cancels the session's in-flight and suspended runs.
+	CancelSessionRuns(ctx context.Context, sessionID, by string) (int, error)
+}
+
+// Config configures the runtime.
+type Config struct {
+	// DefaultPolicy is the posture new sessions start with.
+	DefaultPolicy string
+	Models        *model.Registry
+	// DefaultModel is the spec chat turns use ("template" or "openai:<m>").
+	DefaultModel string
+	// MaxToolRounds bounds the model↔tool loop of one chat turn (default 4):
+	// a model that keeps calling tools must still end the turn.
+	MaxToolRounds int
+	// Retries of transient model errors per call (default 2).
+	Retries int
+}
+
+// Service is the session runtime.
+type Service struct {
+	st  store.Store
+	cfg Config
+	eng Engine
+	log *slog.Logger
+
+	mu     sync.Mutex
+	turns  map[string]*turn // by session id: at most one active turn each
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// New returns the runtime. eng may be nil while no engine runs: enqueueing
+// then fails with a clear message and /terminate cancels only chat turns.
+func New(st store.Store, cfg Config, eng Engine, log *slog.Logger) *Service {
+	if cfg.MaxToolRounds <= 0 {
+		cfg.MaxToolRounds = 4
+	}
+	if cfg.Retries <= 0 {
+		cfg.Retries = 2
+	}
+	if cfg.Models == nil {
+		cfg.Models = model.NewRegistry("template", model.Config{})
+	}
+	return &Service{st: st, cfg: cfg, eng: eng, log: log, turns: map[string]*turn{}}
+}
+
+// Close cancels running chat turns and waits for them to settle, so nothing
+// writes to the store after its owner closes it.
+func (s *Service) Close() {
+	s.mu.Lock()
+	s.closed = true
+	for _, t := range s.turns {
+		t.cancel(errShutdown)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// CreateParams creates a session.
+type CreateParams struct {
+	Title        string
+	Tag          string
+	Context      map[string]any
+	Capabilities []string
+	Source       Source
+	// Events are appended in the creating transaction (e.g. the bridge's
+	// first user_message), so the session is never listed without them.
+	Events []*store.EventAppendParams
+}
+
+// Create creates a session, classifying its origin.
+func (s *Service) Create(ctx context.Context, p CreateParams) (*store.Session, error) {
+	var tags []string
+	if t := strings.TrimSpace(p.Tag); t != "" {
+		tags = []string{t}
+	}
+	if err := checkTags(tags, p.Source); err != nil {
+		return nil, err
+	}
+	origin, platform := Classify(tags, p.Context, p.Source)
+	ses, err := s.st.SessionCreate(ctx, &store.SessionCreateParams{
+		Title: strings.TrimSpace(p.Title), Origin: origin, Platform: platform, Tags: tags, Context: p.Context,
+		Capabilities: p.Capabilities, Policy: s.cfg.DefaultPolicy,
+		CallerUser: callerUser(p.Source), CallerKeyID: p.Source.KeyID, Events: p.Events,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "session created", slog.String("session_id", ses.ID), slog.String("origin", origin))
+	return ses, nil
+}
+
+func callerUser(src Source) string {
+	if src.Username != "" {
+		return src.Username
+	}
+	return src.UserID
+}
+
+// CreateAgent creates an agent session (POST /api/internal/sessions). Its
+// purpose is its title and its first event, so it is listed (the listing
+// leaves out sessions with no events) when the agent origin is toggled on.
+func (s *Service) CreateAgent(ctx context.Context, purpose string, src Source) (*store.Session, error) {
+	purpose = strings.TrimSpace(purpose)
+	if purpose == "" {
+		return nil, invalidf("purpose is required")
+	}
+	src.Agent = true
+	return s.Create(ctx, CreateParams{Title: purpose, Context: map[string]any{"purpose": purpose}, Source: src,
+		Events: []*store.EventAppendParams{{Type: store.EventContext, Actor: "agent", Payload: map[string]any{"purpose": purpose}}}})
+}
+
+// GetByID reads a session.
+func (s *Service) GetByID(ctx context.Context, id string) (*store.Session, error) {
+	return s.st.SessionGetByID(ctx, id)
+}
+
+// ResolveTag returns the session holding tag, creating it from create when
+// none does (the Slack bridge binds a thread this way). Two racing callers
+// end up with the same session.
+func (s *Service) ResolveTag(ctx context.Context, tag string, create CreateParams) (*store.Session, error) {
+	tag = strings.TrimSpace(tag)
+	if tag == "" {
+		return nil, invalidf("tag is required")
+	}
+	ses, err := s.st.SessionGetByTag(ctx, tag)
+	if !errors.Is(err, store.ErrNotFound) {
+		return ses, err
+	}
+	create.Tag = tag
+	ses, err = s.Create(ctx, create)
+	if errors.Is(err, store.ErrConflict) {
+		return s.st.SessionGetByTag(ctx, tag)
+	}
+	return ses, err
+}
+
+// Fork creates a session holding copies of the events of id with ts ≤ at
+// and the posture in force at that moment (edit-and-regenerate runs on it).
+// It keeps its source's origin and platform: the fork continues the same
+// conversation lineage, but holds no tag, so it is not bound to a thread.
+func (s *Service) Fork(ctx context.Context, id string, at time.Time) (*store.Session, error) {
+	if at.IsZero() {
+		return nil, invalidf("atTs is required")
+	}
+	ses, err := s.st.SessionFork(ctx, &store.SessionForkParams{SourceID: id, At: at})
+	if err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "session forked", slog.String("session_id", ses.ID), slog.String("forked_from", id))
+	return ses, nil
+}
+
+// ListParams filters the listing. Nil Origins means DefaultOrigins.
+type ListParams struct {
+	Origins         []string
+	IncludeArchived bool
+	Query           string
+	Cursor          string
+	Limit           int
+}
+
+// Page is one page of the listing; Next is empty on the last page.
+type Page struct {
+	Sessions []*store.Session `json:"sessions"`
+	Next     string           `json:"next"`
+}
+
+// Listing page sizes.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 200
+)
+
+// List pages sessions newest activity first, leaving out empty sessions and,
+// unless asked, archived ones.
+func (s *Service) List(ctx context.Context, p ListParams) (*Page, error) {
+	origins := p.Origins
+	if len(origins) == 0 {
+		origins = DefaultOrigins
+	}
+	for _, o := range origins {
+		if !ValidOrigin(o) {
+			return nil, invalidf("unknown origin %q (want channel, user, workflow, api or agent)", o)
+		}
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	if limit > MaxPageSize {
+		return nil, invalidf("limit must be at most %d", MaxPageSize)
+	}
+	var after *store.SessionCursor
+	if p.Cursor != "" {
+		c, err := decodeCursor(p.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		after = c
+	}
+	rows, err := s.st.SessionList(ctx, &store.SessionListParams{Origins: origins, IncludeArchived: p.IncludeArchived,
+		Query: p.Query, After: after, Limit: limit + 1})
+	if err != nil {
+		return nil, err
+	}
+	page := &Page{Sessions: rows}
+	if len(rows) > limit {
+		page.Sessions = rows[:limit]
+		last := rows[limit-1]
+		page.Next = encodeCursor(last)
+	}
+	return page, nil
+}
+
+// The cursor is opaque to clients: the last row's activity time and id.
+func encodeCursor(s *store.Session) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(s.LastActiveAt.UTC().Format(time.RFC3339Nano) + " " + s.ID))
+}
+
+func decodeCursor(c string) (*store.SessionCursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		ts, id, ok := strings.Cut(string(raw), " ")
+		if t, perr := time.Parse(time.RFC3339Nano, ts); ok && perr == nil && id != "" {
+			return &store.SessionCursor{LastActiveAt: t, ID: id}, nil
+		}
+	}
+	return nil, invalidf("malformed cursor %q (pass back the listing's next value)", c)
+}
+
+// Event page sizes.
+const (
+	DefaultEventPage = 200
+	MaxEventPage     = 1000
+)
+
+// Events returns the session's events with ts strictly after after (zero:
+// from the start), oldest first, at most limit of them.
+func (s *Service) Events(ctx context.Context, id string, after time.Time, limit int) ([]*store.Event, error) {
+	if limit <= 0 {
+		limit = DefaultEventPage
+	}
+	if limit > MaxEventPage {
+		return nil, invalidf("limit must be at most %d", MaxEventPage)
+	}
+	evs, err := s.st.EventList(ctx, &store.EventListParams{SessionID: id, After: after, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) == 0 {
+		// An empty page must still tell an unknown session apart.
+		if _, err := s.st.SessionGetByID(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	return evs, nil
+}
+
+// Archive hides a session from the default listing.
+func (s *Service) Archive(ctx context.Context, id string) (*store.Session, error) {
+	return s.setArchived(ctx, id, true)
+}
+
+// Unarchive shows it again.
+func (s *Service) Unarchive(ctx context.Context, id string) (*store.Session, error) {
+	return s.setArchived(ctx, id, false)
+}
+
+func (s *Service) setArchived(ctx context.Context, id string, archived bool) (*store.Session, error) {
+	ses, _, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id, Archived: &archived})
+	return ses, err
+}
+
+// SetPolicy records a policy_set event; the store sets the session's
+// effective posture in the same transaction.
+func (s *Service) SetPolicy(ctx context.Context, id, policy, actor string) (*store.Session, error) {
+	p := strings.ToLower(strings.TrimSpace(policy))
+	if p != store.PolicyManual && p != store.PolicyAuto && p != store.PolicyYolo {
+		return nil, invalidf("policy must be manual, auto or yolo, got %q", policy)
+	}
+	ses, _, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id,
+		Events: []*store.EventAppendParams{{Type: store.EventPolicySet, Actor: actor, Payload: map[string]any{"policy": p}}}})
+	if err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "session policy set", slog.String("session_id", id), slog.String("policy", p), slog.String("actor", actor))
+	return ses, nil
+}
+
+// Track counts an API request made under the session (X-Holdfast-Session):
+// requestCount+1, lastActiveAt now, caller identity refreshed.
+func (s *Service) Track(ctx context.Context, id, user, keyID string) error {
+	return s.st.SessionTouch(ctx, &store.SessionTouchParams{ID: id, CallerUser: user, CallerKeyID: keyID})
+}
+
+// AppendEvent appends one transcript event, e.g. a thread message the bridge
+// records without starting a turn. policy_set goes through SetPolicy, which
+// validates the posture.
+func (s *Service) AppendEvent(ctx context.Context, id, typ, actor string, payload map[string]any) (*store.Event, error) {
+	if strings.TrimSpace(typ) == "" {
+		return nil, invalidf("event type is required")
+	}
+	if typ == store.EventPolicySet {
+		return nil, invalidf("set the posture with SetPolicy")
+	}
+	return s.st.EventAppend(ctx, &store.EventAppendParams{SessionID: id, Type: typ, Actor: actor, Payload: payload})
+}

@@ -1,0 +1,417 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// turn is a chat turn in flight: the session's active run. Turns live in
+// memory; the session row records the active turn id so every interface sees
+// it, and a row left pointing at a turn this process does not know (after a
+// restart) is treated as stale and taken over.
+type turn struct {
+	id     string
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+// terminated is the cancellation cause /terminate gives a turn.
+type terminated struct{ by string }
+
+func (e terminated) Error() string { return "terminated by " + e.by }
+
+var errShutdown = errors.New("cancelled: the server shut down")
+
+// Turn statuses' done reason on success.
+const doneCompleted = "completed"
+
+// MessageResult answers Message. For a core command sent as a message only
+// Command is set.
+type MessageResult struct {
+	Event   *store.Event   `json:"event,omitempty"`
+	TurnID  string         `json:"turnId,omitempty"`
+	Reply   *store.Event   `json:"reply,omitempty"`
+	Command *CommandResult `json:"command,omitempty"`
+}
+
+// Message appends a user_message and runs a chat turn answering it, in the
+// background or before returning. The turn is the session's active run until
+// it ends with an assistant_message; /terminate cancels it. A core command
+// (/status, /terminate, /compact) sent as a message runs as that command. A
+// second message while a turn runs is refused (ErrConflict) and changes
+// nothing.
+func (s *Service) Message(ctx context.Context, id, text, actor string, background bool) (*MessageResult, error) {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return nil, invalidf("text is required")
+	}
+	if cmd, ok := coreCommand(text); ok {
+		res, err := s.Command(ctx, id, cmd, actor)
+		if err != nil {
+			return nil, err
+		}
+		return &MessageResult{Command: res}, nil
+	}
+	ses, err := s.st.SessionGetByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	base := ctx
+	if background {
+		base = context.WithoutCancel(ctx)
+	}
+	tctx, cancel := context.WithCancelCause(base)
+	t := &turn{id: store.NewID("turn"), cancel: cancel, done: make(chan struct{})}
+
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		cancel(errShutdown)
+		return nil, fmt.Errorf("session %s: %w", id, errShutdown)
+	case s.turns[id] != nil:
+		s.mu.Unlock()
+		cancel(nil)
+		return nil, fmt.Errorf("%w: session %s is already answering a message; wait or /terminate it", store.ErrConflict, id)
+	}
+	s.turns[id] = t
+	s.wg.Add(1)
+	s.mu.Unlock()
+
+	running, empty := store.SessionRunning, ""
+	stale := ses.ActiveRunID // not in s.turns, so left by a previous process
+	ses, evs, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id, ExpectActiveRunID: &stale,
+		ActiveRunID: &t.id, Status: &running, DoneReason: &empty,
+		Events: []*store.EventAppendParams{{Type: store.EventUserMessage, Actor: actor, Payload: map[string]any{"text": text}}}})
+	if err != nil {
+		s.release(id, t)
+		cancel(nil)
+		return nil, err
+	}
+	res := &MessageResult{Event: evs[0], TurnID: t.id}
+	log := s.log.With(slog.String("session_id", id), slog.String("run_id", t.id))
+	log.InfoContext(ctx, "chat turn started", slog.Bool("background", background))
+	run := func() *store.Event {
+		defer s.release(id, t)
+		defer cancel(nil)
+		reply, err := s.runTurn(tctx, ses, t, text, actor, evs[0])
+		return s.settle(tctx, log, id, t, reply, err)
+	}
+	if background {
+		go run()
+		return res, nil
+	}
+	res.Reply = run()
+	return res, nil
+}
+
+func (s *Service) release(id string, t *turn) {
+	s.mu.Lock()
+	if s.turns[id] == t {
+		delete(s.turns, id)
+	}
+	s.mu.Unlock()
+	close(t.done)
+	s.wg.Done()
+}
+
+// settle ends the turn: the session leaves running and the reply (or the
+// failure, so a Slack thread hears of it) is appended, in one transaction.
+func (s *Service) settle(tctx context.Context, log *slog.Logger, id string, t *turn, reply string, err error) *store.Event {
+	status, reason := store.SessionDone, doneCompleted
+	var events []*store.EventAppendParams
+	switch {
+	case tctx.Err() != nil:
+		status, reason = store.SessionCancelled, context.Cause(tctx).Error()
+	case err != nil:
+		status, reason = store.SessionFailed, truncate(err.Error(), 300)
+		events = append(events, &store.EventAppendParams{Type: store.EventAssistantMessage, Actor: "holdfast",
+			Payload: map[string]any{"text": "Sorry, I could not answer: " + reason, "error": true}})
+	default:
+		if strings.TrimSpace(reply) == "" {
+			reply = "(no reply)"
+		}
+		events = append(events, &store.EventAppendParams{Type: store.EventAssistantMessage, Actor: "holdfast",
+			Payload: map[string]any{"text": reply}})
+	}
+	none := ""
+	_, evs, uerr := s.st.SessionUpdate(context.WithoutCancel(tctx), &store.SessionUpdateParams{ID: id,
+		ExpectActiveRunID: &t.id, ActiveRunID: &none, Status: &status, DoneReason: &reason, Events: events})
+	if uerr != nil {
+		log.ErrorContext(tctx, "chat turn could not settle", slog.Any("error", uerr))
+		return nil
+	}
+	log.InfoContext(tctx, "chat turn finished", slog.String("status", status), slog.String("done_reason", reason))
+	if len(evs) == 0 {
+		return nil
+	}
+	return evs[0]
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// runTurn produces the reply. Slash commands naming a workflow enqueue it
+// with any model; otherwise the template model answers with help and an
+// OpenAI-compatible one answers from the transcript with tools.
+func (s *Service) runTurn(ctx context.Context, ses *store.Session, t *turn, text, actor string, msg *store.Event) (string, error) {
+	if strings.HasPrefix(text, "/") {
+		return s.slashTurn(ctx, ses, text, actor, msg)
+	}
+	m, err := s.cfg.Models.Get(s.cfg.DefaultModel)
+	if err != nil {
+		return "", err
+	}
+	if m.Name() == "template" {
+		return s.help(ctx, "")
+	}
+	return s.modelTurn(ctx, m, ses, t, actor)
+}
+
+// slashTurn runs "/<command> <brief>": the workflow is enqueued for this
+// session with payload {brief}, deduplicated on the message that asked.
+func (s *Service) slashTurn(ctx context.Context, ses *store.Session, text, actor string, msg *store.Event) (string, error) {
+	cmd, brief, _ := strings.Cut(text, " ")
+	if _, err := s.st.WorkflowGetByCommand(ctx, cmd); errors.Is(err, store.ErrNotFound) {
+		return s.help(ctx, fmt.Sprintf("There is no %s command.", cmd))
+	} else if err != nil {
+		return "", err
+	}
+	input := map[string]any{"command": cmd, "brief": strings.TrimSpace(brief)}
+	out := s.enqueue(ctx, ses.ID, actor, input, fmt.Sprintf("session:%s:%d", ses.ID, msg.ID))
+	if err := s.recordTool(ctx, ses.ID, toolEnqueue, "", input, out); err != nil {
+		return "", err
+	}
+	return enqueueReply(cmd, out), nil
+}
+
+func enqueueReply(cmd string, out map[string]any) string {
+	switch {
+	case out["error"] != nil:
+		return fmt.Sprintf("Could not queue %s: %v", cmd, out["error"])
+	case out["enqueued"] == true:
+		return fmt.Sprintf("Queued %s (item %v). I will post progress here.", cmd, out["itemId"])
+	default:
+		return fmt.Sprintf("%s was already queued for this message (item %v).", cmd, out["itemId"])
+	}
+}
+
+// help is the template model's reply: what can be run from here.
+func (s *Service) help(ctx context.Context, prefix string) (string, error) {
+	live, err := s.liveWorkflows(ctx)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	if prefix != "" {
+		b.WriteString(prefix + " ")
+	}
+	if len(live) == 0 {
+		b.WriteString("No workflows are live right now.")
+	} else {
+		b.WriteString("I can run these workflows:\n")
+		for _, w := range live {
+			fmt.Fprintf(&b, "- %s: %s\n", w["command"], w["summary"])
+		}
+		b.WriteString("Send `<command> <brief>` to start one, e.g. `" + live[0]["command"] + " <brief>`.")
+	}
+	b.WriteString("\nSession commands: /status, /terminate, /compact.")
+	return b.String(), nil
+}
+
+func (s *Service) liveWorkflows(ctx context.Context) ([]map[string]string, error) {
+	ws, err := s.st.WorkflowList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []map[string]string{}
+	for _, w := range ws {
+		if w.Status == "live" && w.Command != "" {
+			out = append(out, map[string]string{"command": w.Command, "summary": w.Summary, "title": w.Title})
+		}
+	}
+	return out, nil
+}
+
+// Tools offered to OpenAI-compatible models (the seed's /loop picker).
+const (
+	toolList    = "list_workflows"
+	toolEnqueue = "enqueue_workflow"
+)
+
+var chatTools = []model.Tool{
+	{Name: toolList, Description: "List the live workflows: their command and what they do.",
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{}}},
+	{Name: toolEnqueue, Description: "Queue a run of a live workflow for this conversation. Progress and output are posted back here.",
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{
+			"command": map[string]any{"type": "string", "description": "the workflow's command, e.g. /draft-memo"},
+			"brief":   map[string]any{"type": "string", "description": "what the run should do, in the user's words"},
+		}, "required": []string{"command", "brief"}}},
+}
+
+const systemPrompt = `You are Holdfast, an assistant that runs workflows (drafting memos, summaries, digests) for a team.
+Answer briefly and plainly. When the user wants work a workflow does, call list_workflows to find it and
+enqueue_workflow with its command and a brief; say what you queued. Workflow outputs may wait for a steward's
+approval. Session commands the user can send: /status, /terminate, /compact.`
+
+// modelTurn runs the bounded model↔tool loop: up to MaxToolRounds rounds may
+// call tools, then one last call without tools must answer.
+func (s *Service) modelTurn(ctx context.Context, m model.Model, ses *store.Session, t *turn, actor string) (string, error) {
+	msgs, err := s.history(ctx, ses.ID)
+	if err != nil {
+		return "", err
+	}
+	for round := 0; ; round++ {
+		req := model.Request{Messages: msgs}
+		if round < s.cfg.MaxToolRounds {
+			req.Tools = chatTools
+		}
+		resp, _, err := model.CompleteWithRetry(ctx, m, req, s.cfg.Retries, 500*time.Millisecond)
+		if err != nil {
+			return "", err
+		}
+		if len(resp.ToolCalls) == 0 || req.Tools == nil {
+			return resp.Content, nil
+		}
+		msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls})
+		for i, tc := range resp.ToolCalls {
+			out, err := s.callTool(ctx, ses.ID, actor, tc, fmt.Sprintf("session:%s:%s:%d:%d", ses.ID, t.id, round, i))
+			if err != nil {
+				return "", err
+			}
+			msgs = append(msgs, model.Message{Role: model.RoleTool, Content: out, ToolCallID: tc.ID})
+		}
+	}
+}
+
+// callTool runs one tool call, records it as a tool_result event and
+// returns the JSON the model sees. Bad arguments are the model's to fix, so
+// they come back as a tool error rather than failing the turn.
+func (s *Service) callTool(ctx context.Context, sessionID, actor string, tc model.ToolCall, dedupe string) (string, error) {
+	input := map[string]any{}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(orEmpty(tc.Arguments)), &input); err != nil {
+		out = map[string]any{"error": "arguments are not a JSON object: " + err.Error()}
+	} else {
+		switch tc.Name {
+		case toolList:
+			live, err := s.liveWorkflows(ctx)
+			if err != nil {
+				return "", err
+			}
+			out = map[string]any{"workflows": live}
+		case toolEnqueue:
+			out = s.enqueue(ctx, sessionID, actor, input, dedupe)
+		default:
+			out = map[string]any{"error": fmt.Sprintf("unknown tool %q", tc.Name)}
+		}
+	}
+	if err := s.recordTool(ctx, sessionID, tc.Name, tc.ID, input, out); err != nil {
+		return "", err
+	}
+	b, _ := json.Marshal(out)
+	return string(b), nil
+}
+
+func orEmpty(args string) string {
+	if strings.TrimSpace(args) == "" {
+		return "{}"
+	}
+	return args
+}
+
+// recordTool appends the tool_result event (SPEC §3: tool_id, operation,
+// tool_input) with the call id and the result.
+func (s *Service) recordTool(ctx context.Context, sessionID, tool, callID string, input, out map[string]any) error {
+	payload := map[string]any{"tool_id": tool, "operation": "call", "tool_input": input, "result": out}
+	if callID != "" {
+		payload["call_id"] = callID
+	}
+	_, err := s.st.EventAppend(ctx, &store.EventAppendParams{SessionID: sessionID, Type: store.EventToolResult, Actor: "holdfast", Payload: payload})
+	return err
+}
+
+// enqueue asks the engine to queue input.command with payload {brief},
+// carrying the session id so the run's transcript lands here.
+func (s *Service) enqueue(ctx context.Context, sessionID, actor string, input map[string]any, dedupe string) map[string]any {
+	cmd, _ := input["command"].(string)
+	brief, _ := input["brief"].(string)
+	cmd = strings.TrimSpace(cmd)
+	if cmd == "" {
+		return map[string]any{"error": "command is required"}
+	}
+	if !strings.HasPrefix(cmd, "/") {
+		cmd = "/" + cmd
+	}
+	if s.eng == nil {
+		return map[string]any{"error": "the workflow engine is not running"}
+	}
+	res, err := s.eng.Enqueue(ctx, EnqueueParams{Command: cmd, DedupeKey: dedupe, Payload: map[string]any{"brief": brief},
+		SessionID: sessionID, OwnerUID: actor})
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	s.log.InfoContext(ctx, "workflow enqueued from session", slog.String("session_id", sessionID),
+		slog.String("item_id", res.ItemID), slog.String("command", cmd), slog.Bool("enqueued", res.Enqueued))
+	return map[string]any{"command": cmd, "enqueued": res.Enqueued, "itemId": res.ItemID}
+}
+
+// historyEvents bounds how much transcript a turn sends the model; /compact
+// folds older history into a summary the turn starts from.
+const historyEvents = 100
+
+// history turns the transcript since the last compact_summary into model
+// messages: user and assistant messages as such, tools and run progress as
+// system notes.
+func (s *Service) history(ctx context.Context, id string) ([]model.Message, error) {
+	msgs := []model.Message{{Role: model.RoleSystem, Content: systemPrompt}}
+	evs, summary, err := s.sinceCompact(ctx, id, historyEvents)
+	if err != nil {
+		return nil, err
+	}
+	if summary != "" {
+		msgs = append(msgs, model.Message{Role: model.RoleSystem, Content: "Summary of the conversation so far: " + summary})
+	}
+	for _, e := range evs {
+		text, _ := e.Payload["text"].(string)
+		switch e.Type {
+		case store.EventUserMessage:
+			msgs = append(msgs, model.Message{Role: model.RoleUser, Content: text})
+		case store.EventAssistantMessage:
+			msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: text})
+		case store.EventToolResult, "run_started", "run_finished", "hold_opened", "hold_decided", "memo_dispatched":
+			b, _ := json.Marshal(e.Payload)
+			msgs = append(msgs, model.Message{Role: model.RoleSystem, Content: e.Type + ": " + string(b)})
+		}
+	}
+	return msgs, nil
+}
+
+// sinceCompact returns the newest limit events after the latest
+// compact_summary, and that summary's text.
+func (s *Service) sinceCompact(ctx context.Context, id string, limit int) ([]*store.Event, string, error) {
+	sums, err := s.st.EventList(ctx, &store.EventListParams{SessionID: id, Types: []string{store.EventCompactSummary}, Newest: true, Limit: 1})
+	if err != nil {
+		return nil, "", err
+	}
+	var after time.Time
+	summary := ""
+	if len(sums) == 1 {
+		after = sums[0].TS
+		summary, _ = sums[0].Payload["text"].(string)
+	}
+	evs, err := s.st.EventList(ctx, &store.EventListParams{SessionID: id, After: after, Newest: true, Limit: limit})
+	return evs, summary, err
+}

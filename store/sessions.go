@@ -1,0 +1,109 @@
+package store
+
+import (
+	"strings"
+	"time"
+)
+
+// Session postures (SPEC §3, seed 001 "policy follows head").
+const (
+	PolicyManual = "manual"
+	PolicyAuto   = "auto"
+	PolicyYolo   = "yolo"
+)
+
+// NormalizePolicy coerces a stored posture: unknown or empty values count as
+// manual, because a typo must never silently grant more autonomy.
+func NormalizePolicy(p string) string {
+	switch p := strings.ToLower(strings.TrimSpace(p)); p {
+	case PolicyAuto, PolicyYolo:
+		return p
+	default:
+		return PolicyManual
+	}
+}
+
+// Session statuses.
+const (
+	SessionIdle      = "idle"
+	SessionRunning   = "running"
+	SessionDone      = "done"
+	SessionFailed    = "failed"
+	SessionCancelled = "cancelled"
+)
+
+// Event types of the session transcript (SPEC §3). The engine's run_* and
+// hold_* types are appended by the engine itself.
+const (
+	EventUserMessage      = "user_message"
+	EventAssistantMessage = "assistant_message"
+	EventContext          = "context"
+	EventCommand          = "command"
+	EventActionPlan       = "action_plan"
+	EventToolResult       = "tool_result"
+	EventPermission       = "permission"
+	EventPolicySet        = "policy_set"
+	EventCompactSummary   = "compact_summary"
+)
+
+// SessionCursor is a keyset position in the listing: rows strictly older
+// than (LastActiveAt, ID) in newest-activity-first order come next.
+type SessionCursor struct {
+	LastActiveAt time.Time
+	ID           string
+}
+
+// SessionListParams lists non-empty sessions (EventCount > 0), newest
+// activity first. Origins must be non-empty; Query matches title or tags
+// (case-insensitive substring).
+type SessionListParams struct {
+	Origins         []string
+	IncludeArchived bool
+	Query           string
+	After           *SessionCursor
+	Limit           int
+}
+
+// EventListParams reads a transcript in ts order. After is exclusive (zero
+// means from the start). Types, when set, keeps only those types. Newest
+// returns the newest Limit events instead of the oldest (still ascending).
+type EventListParams struct {
+	SessionID string
+	After     time.Time
+	Types     []string
+	Newest    bool
+	Limit     int
+}
+
+// SessionForkParams copies a session's events with ts ≤ At into a new
+// session whose posture is the one in force at At.
+type SessionForkParams struct {
+	SourceID    string
+	At          time.Time
+	Title       string
+	CallerUser  string
+	CallerKeyID string
+}
+
+// SessionUpdateParams changes a session and appends events in one
+// transaction. Nil pointers leave fields alone. ExpectActiveRunID, when set,
+// makes the whole update a compare-and-set on active_run_id (ErrConflict
+// when it differs), which is how turns claim and release a session.
+type SessionUpdateParams struct {
+	ID                string
+	ExpectActiveRunID *string
+	ActiveRunID       *string
+	Status            *string
+	DoneReason        *string
+	Archived          *bool
+	// Events are appended in order; their SessionID is set to ID.
+	Events []*EventAppendParams
+}
+
+// SessionTouchParams records one API request made under a session
+// (X-Holdfast-Session): requestCount+1, lastActiveAt now, caller identity.
+type SessionTouchParams struct {
+	ID          string
+	CallerUser  string
+	CallerKeyID string
+}

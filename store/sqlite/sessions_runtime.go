@@ -1,0 +1,313 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// SessionList pages sessions newest activity first. Each origin is its own
+// index range (sessions_listing) read in order and cut at the limit, and the
+// arms are merged: a page costs about limit×origins index rows however large
+// the table is or however rare an origin is.
+func (db *DB) SessionList(ctx context.Context, p *store.SessionListParams) ([]*store.Session, error) {
+	if len(p.Origins) == 0 {
+		return []*store.Session{}, nil
+	}
+	query, allArgs := sessionListQuery(p)
+	rows, err := db.r.QueryContext(ctx, query, allArgs...)
+	if err != nil {
+		return nil, fmt.Errorf("session list: %w", err)
+	}
+	defer rows.Close()
+	out := []*store.Session{}
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("session list: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("session list: %w", err)
+	}
+	if err := fillOpenHolds(ctx, db.r, out); err != nil {
+		return nil, fmt.Errorf("session list: %w", err)
+	}
+	return out, nil
+}
+
+// sessionListQuery builds the listing: one arm per origin, each a range of
+// sessions_listing cut at the limit, merged newest first.
+func sessionListQuery(p *store.SessionListParams) (string, []any) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	var (
+		where []string
+		args  []any
+	)
+	if !p.IncludeArchived {
+		where = append(where, "archived = 0")
+	}
+	if q := strings.TrimSpace(p.Query); q != "" {
+		pat := "%" + likeEscape(q) + "%"
+		where = append(where, `(title LIKE ? ESCAPE '\' OR tags LIKE ? ESCAPE '\')`)
+		args = append(args, pat, pat)
+	}
+	if p.After != nil {
+		where = append(where, "(last_active_at, id) < (?, ?)")
+		args = append(args, formatTime(p.After.LastActiveAt), p.After.ID)
+	}
+	cond := ""
+	for _, w := range where {
+		cond += " AND " + w
+	}
+	const order = ` ORDER BY last_active_at DESC, id DESC LIMIT ?`
+	arm := `SELECT ` + sessionColumns + ` FROM sessions INDEXED BY sessions_listing
+		WHERE origin = ? AND event_count > 0` + cond + order
+	origins := normTags(p.Origins)
+	if len(origins) == 1 {
+		return arm, append(append([]any{origins[0]}, args...), limit)
+	}
+	var allArgs []any
+	arms := make([]string, len(origins))
+	for i, o := range origins {
+		arms[i] = `SELECT * FROM (` + arm + `)`
+		allArgs = append(append(append(allArgs, o), args...), limit)
+	}
+	return strings.Join(arms, " UNION ALL ") + order, append(allArgs, limit)
+}
+
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// SessionOpenHoldCounts answers open holds per session in one query.
+func (db *DB) SessionOpenHoldCounts(ctx context.Context, ids []string) (map[string]int64, error) {
+	out, err := openHoldCounts(ctx, db.r, ids)
+	if err != nil {
+		return nil, fmt.Errorf("open holds: %w", err)
+	}
+	return out, nil
+}
+
+// openHoldCounts is where sessions learn their open holds. The holds table
+// belongs to the engine's migration (002); until it exists every count is 0.
+func openHoldCounts(ctx context.Context, q queryRower, ids []string) (map[string]int64, error) {
+	return map[string]int64{}, nil
+}
+
+// fillOpenHolds sets OpenHolds on a page of sessions with one query.
+func fillOpenHolds(ctx context.Context, q queryRower, ss []*store.Session) error {
+	if len(ss) == 0 {
+		return nil
+	}
+	ids := make([]string, len(ss))
+	for i, s := range ss {
+		ids[i] = s.ID
+	}
+	counts, err := openHoldCounts(ctx, q, ids)
+	if err != nil {
+		return err
+	}
+	for _, s := range ss {
+		s.OpenHolds = counts[s.ID]
+	}
+	return nil
+}
+
+// SessionFork creates the fork, copies the events up to p.At (keeping their
+// ts, taking new ids) and sets the posture in force at p.At (the newest
+// policy_set at or before it, else the source's starting posture), all in one
+// transaction. Tags are not copied: a tag names exactly one session.
+func (db *DB) SessionFork(ctx context.Context, p *store.SessionForkParams) (*store.Session, error) {
+	at := formatTime(p.At)
+	id := store.NewID("ses")
+	var s *store.Session
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		src, err := sessionGet(ctx, tx, p.SourceID)
+		if err != nil {
+			return fmt.Errorf("session %s: %w", p.SourceID, err)
+		}
+		var policy string
+		err = tx.QueryRowContext(ctx, `SELECT COALESCE(
+			(SELECT json_extract(payload, '$.policy') FROM session_events
+				WHERE session_id = ?1 AND type = ?2 AND ts <= ?3 ORDER BY ts DESC LIMIT 1),
+			(SELECT base_policy FROM sessions WHERE id = ?1))`, p.SourceID, store.EventPolicySet, at).Scan(&policy)
+		if err != nil {
+			return err
+		}
+		title := p.Title
+		if title == "" {
+			title = src.Title
+		}
+		if _, err := sessionCreateTx(ctx, tx, id, &store.SessionCreateParams{
+			Title: title, Origin: src.Origin, Platform: src.Platform, Context: src.Context,
+			Capabilities: src.Capabilities, Policy: policy, ForkedFrom: src.ID,
+			CallerUser: p.CallerUser, CallerKeyID: p.CallerKeyID,
+		}); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO session_events (session_id, ts, type, actor, payload)
+			SELECT ?, ts, type, actor, payload FROM session_events WHERE session_id = ? AND ts <= ? ORDER BY ts`, id, src.ID, at)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		// The copied policy_set events replay the source's history, so the
+		// fork starts, before them, from where the source started.
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET event_count = ?,
+			base_policy = (SELECT base_policy FROM sessions WHERE id = ?) WHERE id = ?`, n, src.ID, id); err != nil {
+			return err
+		}
+		s, err = sessionGet(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("session fork: %w", err)
+	}
+	return s, nil
+}
+
+// SessionUpdate applies p in one transaction.
+func (db *DB) SessionUpdate(ctx context.Context, p *store.SessionUpdateParams) (*store.Session, []*store.Event, error) {
+	var (
+		s      *store.Session
+		events []*store.Event
+	)
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		var current string
+		if err := tx.QueryRowContext(ctx, `SELECT active_run_id FROM sessions WHERE id = ?`, p.ID).Scan(&current); err != nil {
+			return fmt.Errorf("session %s: %w", p.ID, interpretError(err))
+		}
+		if p.ExpectActiveRunID != nil && *p.ExpectActiveRunID != current {
+			return fmt.Errorf("%w: session %s has active run %q, not %q", store.ErrConflict, p.ID, current, *p.ExpectActiveRunID)
+		}
+		var (
+			sets []string
+			args []any
+		)
+		set := func(col string, v any) { sets = append(sets, col+" = ?"); args = append(args, v) }
+		if p.ActiveRunID != nil {
+			set("active_run_id", *p.ActiveRunID)
+		}
+		if p.Status != nil {
+			set("status", *p.Status)
+		}
+		if p.DoneReason != nil {
+			set("done_reason", *p.DoneReason)
+		}
+		if p.Archived != nil {
+			set("archived", boolInt(*p.Archived))
+		}
+		if len(sets) > 0 {
+			if _, err := tx.ExecContext(ctx, `UPDATE sessions SET `+strings.Join(sets, ", ")+` WHERE id = ?`, append(args, p.ID)...); err != nil {
+				return err
+			}
+		}
+		for _, e := range p.Events {
+			e.SessionID = p.ID
+			ev, err := eventAppendTx(ctx, tx, e)
+			if err != nil {
+				return err
+			}
+			events = append(events, ev)
+		}
+		var err error
+		s, err = sessionGet(ctx, tx, p.ID)
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("session update: %w", err)
+	}
+	return s, events, nil
+}
+
+// SessionTouch counts a request made under the session.
+func (db *DB) SessionTouch(ctx context.Context, p *store.SessionTouchParams) error {
+	return db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET request_count = request_count + 1, last_active_at = ?,
+			caller_user = ?, caller_key_id = ? WHERE id = ?`, formatTime(time.Now()), p.CallerUser, p.CallerKeyID, p.ID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("session %s: %w", p.ID, store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// EventList reads a transcript through session_events_session_ts (or
+// session_events_type when filtering by type): a page costs `limit` index
+// rows whatever the transcript's length.
+func (db *DB) EventList(ctx context.Context, p *store.EventListParams) ([]*store.Event, error) {
+	query, args := eventListQuery(p)
+	rows, err := db.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("event list: %w", err)
+	}
+	defer rows.Close()
+	out := []*store.Event{}
+	for rows.Next() {
+		var (
+			e           store.Event
+			ts, payload string
+		)
+		if err := rows.Scan(&e.ID, &e.SessionID, &ts, &e.Type, &e.Actor, &payload); err != nil {
+			return nil, fmt.Errorf("event list: %w", err)
+		}
+		e.TS = parseTime(ts)
+		e.Payload = map[string]any{}
+		_ = json.Unmarshal([]byte(payload), &e.Payload)
+		out = append(out, &e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("event list: %w", err)
+	}
+	if p.Newest {
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+	}
+	return out, nil
+}
+
+func eventListQuery(p *store.EventListParams) (string, []any) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 200
+	}
+	query := `SELECT id, session_id, ts, type, actor, payload FROM session_events WHERE session_id = ? AND ts > ?`
+	args := []any{p.SessionID, formatAfter(p.After)}
+	if types := normTags(p.Types); len(types) > 0 {
+		query += ` AND type IN (?` + strings.Repeat(", ?", len(types)-1) + `)`
+		for _, t := range types {
+			args = append(args, t)
+		}
+	}
+	dir := "ASC"
+	if p.Newest {
+		dir = "DESC"
+	}
+	return query + ` ORDER BY ts ` + dir + ` LIMIT ?`, append(args, limit)
+}
+
+// formatAfter is the exclusive lower bound for ts. Stored ts are whole
+// microseconds, so truncating a finer bound keeps "ts > after" exact.
+func formatAfter(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return formatTime(t.Truncate(time.Microsecond))
+}

@@ -1,0 +1,246 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// runSessions covers the session runtime's store methods.
+func runSessions(t *testing.T, newStore func(t *testing.T) store.Store) {
+	ctx := context.Background()
+	ptr := func(s string) *string { return &s }
+
+	newSession := func(t *testing.T, s store.Store, origin, title string, events int) *store.Session {
+		t.Helper()
+		ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Title: title, Origin: origin, Policy: store.PolicyAuto})
+		require.NoError(t, err)
+		for i := range events {
+			_, err := s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: store.EventUserMessage, Payload: map[string]any{"text": fmt.Sprint(i)}})
+			require.NoError(t, err)
+		}
+		return ses
+	}
+	ids := func(ss []*store.Session) []string {
+		out := []string{}
+		for _, s := range ss {
+			out = append(out, s.ID)
+		}
+		return out
+	}
+
+	t.Run("SessionListFiltersAndPages", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		var users []*store.Session
+		for i := range 5 {
+			users = append(users, newSession(t, s, store.OriginUser, fmt.Sprintf("user %d", i), 1))
+		}
+		wf := newSession(t, s, store.OriginWorkflow, "workflow run", 1)
+		empty := newSession(t, s, store.OriginUser, "nothing yet", 0)
+		arch := newSession(t, s, store.OriginChannel, "archived thread", 1)
+		_, _, err := s.SessionUpdate(ctx, &store.SessionUpdateParams{ID: arch.ID, Archived: ptr2(true)})
+		require.NoError(t, err)
+
+		got, err := s.SessionList(ctx, &store.SessionListParams{Origins: []string{store.OriginUser, store.OriginChannel}})
+		require.NoError(t, err)
+		want := []string{users[4].ID, users[3].ID, users[2].ID, users[1].ID, users[0].ID}
+		require.Equal(t, want, ids(got), "newest activity first; workflow, empty and archived sessions left out")
+		require.NotContains(t, ids(got), empty.ID)
+
+		got, err = s.SessionList(ctx, &store.SessionListParams{Origins: []string{store.OriginUser, store.OriginChannel, store.OriginWorkflow}, IncludeArchived: true})
+		require.NoError(t, err)
+		require.Equal(t, append([]string{arch.ID, wf.ID}, want...), ids(got))
+
+		// Keyset pages of two walk the same order without gaps or repeats.
+		var paged []string
+		var after *store.SessionCursor
+		for {
+			page, err := s.SessionList(ctx, &store.SessionListParams{Origins: []string{store.OriginUser}, After: after, Limit: 2})
+			require.NoError(t, err)
+			if len(page) == 0 {
+				break
+			}
+			paged = append(paged, ids(page)...)
+			last := page[len(page)-1]
+			after = &store.SessionCursor{LastActiveAt: last.LastActiveAt, ID: last.ID}
+		}
+		require.Equal(t, want, paged)
+
+		// New activity moves a session to the top.
+		_, err = s.EventAppend(ctx, &store.EventAppendParams{SessionID: users[0].ID, Type: store.EventUserMessage})
+		require.NoError(t, err)
+		got, err = s.SessionList(ctx, &store.SessionListParams{Origins: []string{store.OriginUser}, Limit: 1})
+		require.NoError(t, err)
+		require.Equal(t, []string{users[0].ID}, ids(got))
+
+		got, err = s.SessionList(ctx, &store.SessionListParams{Origins: []string{store.OriginUser}, Query: "USER 3"})
+		require.NoError(t, err)
+		require.Equal(t, []string{users[3].ID}, ids(got), "the text filter matches titles case-insensitively")
+		got, err = s.SessionList(ctx, &store.SessionListParams{Origins: []string{store.OriginUser}, Query: "50%"})
+		require.NoError(t, err)
+		require.Empty(t, got, "LIKE wildcards in the query are literal")
+	})
+
+	t.Run("SessionListMatchesTags", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginChannel, Platform: "slack", Tags: []string{"slack:C42:1.5"}})
+		require.NoError(t, err)
+		_, err = s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: store.EventUserMessage})
+		require.NoError(t, err)
+		newSession(t, s, store.OriginChannel, "other", 1)
+		got, err := s.SessionList(ctx, &store.SessionListParams{Origins: []string{store.OriginChannel}, Query: "c42"})
+		require.NoError(t, err)
+		require.Equal(t, []string{ses.ID}, ids(got))
+	})
+
+	t.Run("EventListAfterIsExclusive", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ses := newSession(t, s, store.OriginUser, "t", 0)
+		var evs []*store.Event
+		for i := range 6 {
+			ev, err := s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: store.EventUserMessage, Payload: map[string]any{"n": float64(i)}})
+			require.NoError(t, err)
+			evs = append(evs, ev)
+		}
+		all, err := s.EventList(ctx, &store.EventListParams{SessionID: ses.ID})
+		require.NoError(t, err)
+		require.Len(t, all, 6)
+		require.Equal(t, map[string]any{"n": float64(0)}, all[0].Payload)
+
+		got, err := s.EventList(ctx, &store.EventListParams{SessionID: ses.ID, After: evs[2].TS})
+		require.NoError(t, err)
+		require.Equal(t, []int64{evs[3].ID, evs[4].ID, evs[5].ID}, eventIDs(got))
+		got, err = s.EventList(ctx, &store.EventListParams{SessionID: ses.ID, After: evs[2].TS, Limit: 2})
+		require.NoError(t, err)
+		require.Equal(t, []int64{evs[3].ID, evs[4].ID}, eventIDs(got))
+		got, err = s.EventList(ctx, &store.EventListParams{SessionID: ses.ID, After: evs[2].TS.Add(500 * time.Nanosecond)})
+		require.NoError(t, err)
+		require.Equal(t, []int64{evs[3].ID, evs[4].ID, evs[5].ID}, eventIDs(got), "a finer-than-µs bound stays exact")
+		got, err = s.EventList(ctx, &store.EventListParams{SessionID: ses.ID, Newest: true, Limit: 2})
+		require.NoError(t, err)
+		require.Equal(t, []int64{evs[4].ID, evs[5].ID}, eventIDs(got), "newest page, ascending")
+		got, err = s.EventList(ctx, &store.EventListParams{SessionID: ses.ID, After: evs[5].TS})
+		require.NoError(t, err)
+		require.Empty(t, got)
+	})
+
+	t.Run("PolicySetEventSetsPolicy", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ses := newSession(t, s, store.OriginUser, "t", 0)
+		require.Equal(t, store.PolicyAuto, ses.Policy)
+		for _, tc := range []struct{ set, want string }{{"yolo", "yolo"}, {"bogus", "manual"}, {"", "manual"}, {"auto", "auto"}} {
+			_, err := s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: store.EventPolicySet, Payload: map[string]any{"policy": tc.set}})
+			require.NoError(t, err)
+			got, err := s.SessionGetByID(ctx, ses.ID)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got.Policy, "after policy_set %q", tc.set)
+		}
+	})
+
+	t.Run("SessionForkCopiesEarlierEventsAndPosture", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		src, err := s.SessionCreate(ctx, &store.SessionCreateParams{Title: "src", Origin: store.OriginChannel, Platform: "slack",
+			Tags: []string{"slack:C1:9.9"}, Policy: store.PolicyAuto, Capabilities: []string{"wiki"}})
+		require.NoError(t, err)
+		app := func(typ string, payload map[string]any) *store.Event {
+			ev, err := s.EventAppend(ctx, &store.EventAppendParams{SessionID: src.ID, Type: typ, Actor: "u", Payload: payload})
+			require.NoError(t, err)
+			return ev
+		}
+		e1 := app(store.EventUserMessage, map[string]any{"text": "one"})
+		e2 := app(store.EventPolicySet, map[string]any{"policy": "yolo"})
+		e3 := app(store.EventAssistantMessage, map[string]any{"text": "two"})
+		app(store.EventPolicySet, map[string]any{"policy": "manual"})
+		app(store.EventUserMessage, map[string]any{"text": "three"})
+
+		fork, err := s.SessionFork(ctx, &store.SessionForkParams{SourceID: src.ID, At: e3.TS})
+		require.NoError(t, err)
+		require.Equal(t, src.ID, fork.ForkedFrom)
+		require.Equal(t, store.PolicyYolo, fork.Policy, "the posture in force at the fork point")
+		require.Equal(t, int64(3), fork.EventCount)
+		require.Empty(t, fork.Tags, "tags stay with their one session")
+		require.Equal(t, []string{"wiki"}, fork.Capabilities)
+		evs, err := s.EventList(ctx, &store.EventListParams{SessionID: fork.ID})
+		require.NoError(t, err)
+		require.Len(t, evs, 3)
+		for i, want := range []*store.Event{e1, e2, e3} {
+			require.Equal(t, want.TS, evs[i].TS)
+			require.Equal(t, want.Type, evs[i].Type)
+			require.Equal(t, want.Payload, evs[i].Payload)
+			require.Greater(t, evs[i].ID, want.ID, "copies get new ids")
+		}
+
+		early, err := s.SessionFork(ctx, &store.SessionForkParams{SourceID: src.ID, At: e1.TS})
+		require.NoError(t, err)
+		require.Equal(t, store.PolicyAuto, early.Policy, "before any policy_set: the posture the source started with")
+		require.Equal(t, int64(1), early.EventCount)
+		// A fork of a fork started from yolo keeps yolo before its own events.
+		ff, err := s.SessionFork(ctx, &store.SessionForkParams{SourceID: fork.ID, At: e1.TS})
+		require.NoError(t, err)
+		require.Equal(t, store.PolicyAuto, ff.Policy)
+
+		_, err = s.SessionFork(ctx, &store.SessionForkParams{SourceID: "ses_missing", At: e1.TS})
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+
+	t.Run("SessionUpdateCompareAndSet", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ses := newSession(t, s, store.OriginUser, "t", 0)
+		got, evs, err := s.SessionUpdate(ctx, &store.SessionUpdateParams{ID: ses.ID, ExpectActiveRunID: ptr(""),
+			ActiveRunID: ptr("turn_1"), Status: ptr(store.SessionRunning),
+			Events: []*store.EventAppendParams{{Type: store.EventUserMessage, Actor: "user:u1", Payload: map[string]any{"text": "hi"}}}})
+		require.NoError(t, err)
+		require.Equal(t, "turn_1", got.ActiveRunID)
+		require.Equal(t, store.SessionRunning, got.Status)
+		require.Len(t, evs, 1)
+		require.Equal(t, int64(1), got.EventCount)
+
+		_, _, err = s.SessionUpdate(ctx, &store.SessionUpdateParams{ID: ses.ID, ExpectActiveRunID: ptr(""), ActiveRunID: ptr("turn_2"),
+			Events: []*store.EventAppendParams{{Type: store.EventUserMessage}}})
+		require.ErrorIs(t, err, store.ErrConflict)
+		got, err = s.SessionGetByID(ctx, ses.ID)
+		require.NoError(t, err)
+		require.Equal(t, "turn_1", got.ActiveRunID, "a refused claim changes nothing")
+		require.Equal(t, int64(1), got.EventCount)
+
+		_, _, err = s.SessionUpdate(ctx, &store.SessionUpdateParams{ID: "ses_missing", Archived: ptr2(true)})
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+
+	t.Run("SessionTouch", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ses := newSession(t, s, store.OriginAgent, "agent", 0)
+		for range 3 {
+			require.NoError(t, s.SessionTouch(ctx, &store.SessionTouchParams{ID: ses.ID, CallerUser: "ada", CallerKeyID: "key_1"}))
+		}
+		got, err := s.SessionGetByID(ctx, ses.ID)
+		require.NoError(t, err)
+		require.Equal(t, int64(3), got.RequestCount)
+		require.Equal(t, "ada", got.CallerUser)
+		require.Equal(t, "key_1", got.CallerKeyID)
+		require.False(t, got.LastActiveAt.Before(ses.LastActiveAt))
+		require.ErrorIs(t, s.SessionTouch(ctx, &store.SessionTouchParams{ID: "ses_missing"}), store.ErrNotFound)
+	})
+}
+
+func ptr2(b bool) *bool { return &b }
+
+func eventIDs(evs []*store.Event) []int64 {
+	out := []int64{}
+	for _, e := range evs {
+		out = append(out, e.ID)
+	}
+	return out
+}
