@@ -20,6 +20,7 @@ import (
 	"github.com/holdfast-bot/holdfast/console/server"
 	"github.com/holdfast-bot/holdfast/console/web"
 	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
 )
@@ -30,12 +31,13 @@ const testPassword = "correct horse battery"
 type bundle struct {
 	db      *sqlite.DB
 	lib     *library.Service
+	sess    *sessions.Service
 	console *web.Console
 	srv     *httptest.Server
 	users   map[string]*store.User // by username: admin, steward, viewer
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "holdfast.db"), Sync: "normal"})
@@ -44,7 +46,9 @@ func setup(t *testing.T) *bundle {
 	log := slog.New(slog.DiscardHandler)
 	lib := library.New(db, log)
 	require.NoError(t, lib.SeedExamples(ctx))
-	b := &bundle{db: db, lib: lib, users: map[string]*store.User{}}
+	sess := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto}, nil, log)
+	t.Cleanup(sess.Close) // before the database closes: background turns settle first
+	b := &bundle{db: db, lib: lib, sess: sess, users: map[string]*store.User{}}
 	hash, err := bcrypt.GenerateFromPassword([]byte(testPassword), bcrypt.MinCost)
 	require.NoError(t, err)
 	for _, role := range []string{store.RoleAdmin, store.RoleSteward, store.RoleViewer} {
@@ -52,10 +56,11 @@ func setup(t *testing.T) *bundle {
 		require.NoError(t, err)
 		b.users[role] = u
 	}
-	b.console = web.New(web.Deps{Store: db, Library: lib, Log: log})
+	b.console = web.New(web.Deps{Store: db, Library: lib, Sessions: sess, Log: log})
 	b.srv = httptest.NewServer(server.Handler(server.Deps{
-		Store:   db,
-		API:     api.New(api.Deps{Store: db, Library: lib, Log: log, Cookie: b.console.Cookie, CSRF: b.console.CSRF}),
+		Store: db,
+		API: api.New(api.Deps{Store: db, Library: lib, Log: log, Cookie: b.console.Cookie, CSRF: b.console.CSRF,
+			Sessions: sess}),
 		Console: b.console.Handler(),
 	}))
 	t.Cleanup(b.srv.Close)
@@ -65,13 +70,13 @@ func setup(t *testing.T) *bundle {
 // client is a browser-like HTTP client: a cookie jar, no redirect following
 // (tests assert the redirects themselves).
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	b    *bundle
 	http *http.Client
 	csrf string
 }
 
-func (b *bundle) client(t *testing.T) *client {
+func (b *bundle) client(t testing.TB) *client {
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
 	return &client{t: t, b: b, http: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
@@ -147,11 +152,29 @@ func (c *client) signIn(username, password string) (int, *http.Response) {
 	return status, resp
 }
 
-func (b *bundle) signedIn(t *testing.T, username string) *client {
+func (b *bundle) signedIn(t testing.TB, username string) *client {
 	t.Helper()
 	c := b.client(t)
 	status, _ := c.signIn(username, testPassword)
 	require.Equal(t, http.StatusSeeOther, status)
 	require.NotEmpty(t, c.csrf)
 	return c
+}
+
+// session creates a session of the given kind with one event, as the
+// bridge, the engine or a person would.
+func (b *bundle) session(t testing.TB, title, tag, via string) *store.Session {
+	t.Helper()
+	ctx := context.Background()
+	s, err := b.sess.Create(ctx, sessions.CreateParams{Title: title, Tag: tag, Source: sessions.Source{Via: via},
+		Events: []*store.EventAppendParams{{Type: store.EventUserMessage, Actor: "U1", Payload: map[string]any{"text": "hello from " + title}}}})
+	require.NoError(t, err)
+	return s
+}
+
+func mustURL(t testing.TB, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	require.NoError(t, err)
+	return u
 }
