@@ -1,4 +1,376 @@
 package store
 
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+)
+
+// Queue item statuses (SPEC §4.2).
+const (
+	ItemPending = "pending"
+	ItemClaimed = "claimed"
+	ItemDone    = "done"
+	ItemFailed  = "failed"
+)
+
+// Run statuses (SPEC §4.3).
+const (
+	RunRunning           = "running"
+	RunSuspended         = "suspended"
+	RunSucceeded         = "succeeded"
+	RunFailed            = "failed"
+	RunCancelled         = "cancelled"
+	RunRecoveryExhausted = "recovery_exhausted"
+)
+
+// Hold statuses.
+const (
+	HoldOpen     = "open"
+	HoldApproved = "approved"
+	HoldRejected = "rejected"
+)
+
+// Outcomes of a hold decision attempt, as kept in the audit log.
+const (
+	AttemptAccepted = "accepted" // counted (an approval towards N, or the deciding vote)
+	AttemptRefused  = "refused"  // the caller may not decide this hold
+	AttemptConflict = "conflict" // the hold was already decided (or already approved by this steward)
+)
+
+// ErrLeaseLost means a run write was fenced off: the run was taken over by
+// recovery, settled, or suspended by someone else since this runner acquired
+// it. The runner holding the stale lease must drop the run, which is what
+// makes "one settled run, one dispatch" hold across crashes and slow workers.
+var ErrLeaseLost = errors.New("run lease lost")
+
+// RunIDForItem derives a run's id from its queue item, so a re-claim can
+// never make a second run for one item.
+func RunIDForItem(itemID string) string {
+	_, suffix, ok := strings.Cut(itemID, "_")
+	if !ok {
+		suffix = itemID
+	}
+	return "run_" + suffix
+}
+
+// HoldIDForRun derives the (single) hold of a run from its id, so reopening
+// a hold after a crash is idempotent.
+func HoldIDForRun(runID string) string {
+	_, suffix, ok := strings.Cut(runID, "_")
+	if !ok {
+		suffix = runID
+	}
+	return "hld_" + suffix
+}
+
+// QueueItem is one row of workflow_queue_items.
+type QueueItem struct {
+	ID             string         `json:"id"`
+	OwnerUID       string         `json:"ownerUid"`
+	WorkflowMemoID string         `json:"workflowMemoId"`
+	Command        string         `json:"command"`
+	DedupeKey      string         `json:"dedupeKey"`
+	Payload        map[string]any `json:"payload"`
+	Status         string         `json:"status"`
+	RunID          string         `json:"runId"`
+	SessionID      string         `json:"sessionId"`
+	// TargetVersion is the contentVersion payload.targetMemoId had at
+	// enqueue; dispatch updates the stub only while it still has it.
+	TargetVersion int64      `json:"-"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	ClaimedAt     *time.Time `json:"claimedAt"`
+	SettledAt     *time.Time `json:"settledAt"`
+}
+
+// QueueItemInsertParams enqueues an item. When SessionID is empty and
+// NewSession is set, that session is created in the same transaction (tagged
+// "workflow:<ID>") and the item joins it. An existing (workflow, dedupe key)
+// makes the insert a no-op that answers the existing item.
+type QueueItemInsertParams struct {
+	ID             string
+	OwnerUID       string
+	WorkflowMemoID string
+	Command        string
+	DedupeKey      string
+	Payload        map[string]any
+	SessionID      string
+	TargetVersion  int64
+	NewSession     *SessionCreateParams
+}
+
+// RunStep is one step's record on a run.
+type RunStep struct {
+	Kind       string     `json:"kind"`
+	Status     string     `json:"status"` // pending|running|succeeded|failed|skipped
+	StartedAt  *time.Time `json:"startedAt"`
+	DurationMs int64      `json:"durationMs"`
+	TokensIn   int        `json:"tokensIn"`
+	TokensOut  int        `json:"tokensOut"`
+	Attempts   int        `json:"attempts,omitempty"`
+	ErrorKind  string     `json:"errorKind"`
+	Error      string     `json:"error"`
+}
+
+// Run is a workflow run. Manifest, State and Guards are JSON the engine owns;
+// the store keeps them verbatim.
+type Run struct {
+	ID               string          `json:"id"`
+	ItemID           string          `json:"itemId"`
+	WorkflowMemoID   string          `json:"workflowMemoId"`
+	Command          string          `json:"command"`
+	SessionID        string          `json:"sessionId"`
+	OwnerUID         string          `json:"ownerUid"`
+	Payload          map[string]any  `json:"payload"`
+	TargetVersion    int64           `json:"-"`
+	Status           string          `json:"status"`
+	Manifest         json.RawMessage `json:"manifest"`
+	Steps            []RunStep       `json:"steps"`
+	State            json.RawMessage `json:"-"`
+	Guards           json.RawMessage `json:"guards"`
+	ErrorKind        string          `json:"errorKind"`
+	Error            string          `json:"error"`
+	HoldID           string          `json:"holdId"`
+	Decision         string          `json:"decision"`
+	DecidedOutput    *string         `json:"-"`
+	DispatchMemoID   string          `json:"dispatchMemoId"`
+	Lease            int64           `json:"-"`
+	RunnerID         string          `json:"runnerId"`
+	HeartbeatAt      time.Time       `json:"heartbeatAt"`
+	RecoveryAttempts int             `json:"recoveryAttempts"`
+	CreatedAt        time.Time       `json:"createdAt"`
+	UpdatedAt        time.Time       `json:"updatedAt"`
+	FinishedAt       *time.Time      `json:"finishedAt"`
+}
+
+// Settled reports whether the run reached a final status.
+func (r *Run) Settled() bool {
+	switch r.Status {
+	case RunSucceeded, RunFailed, RunCancelled, RunRecoveryExhausted:
+		return true
+	}
+	return false
+}
+
+// EventsFunc builds the transcript events to append in a transaction from the
+// row as it is about to be committed. It runs inside the transaction and must
+// not block.
+type EventsFunc func(r *Run) []EventAppendParams
+
+// QueueItemClaimParams claims up to Limit pending items, oldest first.
+type QueueItemClaimParams struct {
+	RunnerID string
+	Limit    int
+	Now      time.Time
+	// Events builds each new run's run_started event.
+	Events EventsFunc
+}
+
+// RunAcquireParams takes over runs: approved suspended runs to resume.
+type RunAcquireParams struct {
+	RunnerID string
+	Limit    int
+	Now      time.Time
+}
+
+// RunRecoverParams reclaims runs whose heartbeat is older than StaleBefore.
+// Runs that already used MaxAttempts recoveries settle recovery_exhausted
+// (with Events appended) instead.
+type RunRecoverParams struct {
+	RunnerID    string
+	StaleBefore time.Time
+	MaxAttempts int
+	Limit       int
+	Now         time.Time
+	Events      EventsFunc // for exhausted runs
+}
+
+// RunCheckpointParams records progress of a running run and refreshes its
+// heartbeat. Nil fields are left as they are. It is fenced on Lease.
+type RunCheckpointParams struct {
+	RunID    string
+	Lease    int64
+	Now      time.Time
+	Manifest json.RawMessage
+	Steps    []RunStep
+	State    json.RawMessage
+	Guards   json.RawMessage
+	Events   []EventAppendParams
+}
+
+// RunSuspendParams checkpoints a run, opens its hold and suspends it.
+type RunSuspendParams struct {
+	RunCheckpointParams
+	Hold *Hold
+}
+
+// MoveGuard refuses a dispatch when the source memo changed since enqueue.
+type MoveGuard struct {
+	MemoID      string
+	ContentHash string
+	NotesHash   string
+}
+
+// DispatchParams is the memo write of a settling run: exactly one of Create
+// and Update. A failed compare-and-set or move guard is ErrConflict and
+// nothing of the settle is written.
+type DispatchParams struct {
+	Create    *MemoCreateParams
+	Update    *MemoUpdateParams
+	MoveGuard *MoveGuard
+}
+
+// RunSettleParams ends a run: final status, the item's status, an optional
+// memo dispatch and the transcript, in one transaction fenced on Lease.
+type RunSettleParams struct {
+	RunID      string
+	Lease      int64
+	Now        time.Time
+	Status     string
+	ItemStatus string
+	ErrorKind  string
+	Error      string
+	Manifest   json.RawMessage
+	Steps      []RunStep
+	State      json.RawMessage
+	Guards     json.RawMessage
+	Dispatch   *DispatchParams
+	// Events is called with the settled run (DispatchMemoID set) and, when a
+	// memo was written, the memo.
+	Events func(r *Run, m *Memo) []EventAppendParams
+}
+
+// RunListParams lists runs, newest first.
+type RunListParams struct {
+	Status    string
+	SessionID string
+	Limit     int
+}
+
+// HoldApproval is one steward's approval of a hold.
+type HoldApproval struct {
+	By      string    `json:"by"`
+	Key     string    `json:"-"`
+	Via     string    `json:"via"`
+	At      time.Time `json:"at"`
+	Comment string    `json:"comment"`
+}
+
+// Hold is a stewardship hold (SPEC §4.3).
+type Hold struct {
+	ID                string         `json:"id"`
+	RunID             string         `json:"runId"`
+	ItemID            string         `json:"itemId"`
+	SessionID         string         `json:"sessionId"`
+	OwnerUID          string         `json:"ownerUid"`
+	Command           string         `json:"command"`
+	WorkflowName      string         `json:"workflowName"`
+	GateLabel         string         `json:"gateLabel"`
+	Status            string         `json:"status"`
+	Preview           string         `json:"preview"`
+	Output            string         `json:"output"`
+	Approvals         []HoldApproval `json:"approvals"`
+	RequiredApprovals int            `json:"requiredApprovals"`
+	SelfApproval      bool           `json:"selfApproval"`
+	DecidedBy         string         `json:"decidedBy"`
+	DecidedVia        string         `json:"decidedVia"`
+	DecidedAt         *time.Time     `json:"decidedAt"`
+	Comment           string         `json:"comment"`
+	EditedOutput      *string        `json:"editedOutput"`
+	ExpiresAt         *time.Time     `json:"expiresAt"`
+	OnTimeout         string         `json:"onTimeout"`
+	CreatedAt         time.Time      `json:"createdAt"`
+}
+
+// HoldDecideParams records one decision attempt by a caller the engine has
+// already found allowed to decide. The store applies it only to an open hold
+// (else ErrConflict naming who decided, audited); an approval counts once per
+// DeciderKey and decides the hold when it brings the approvals to the
+// required number. Force (hold timeouts) decides regardless of the count.
+type HoldDecideParams struct {
+	HoldID     string
+	Decision   string // approve|reject
+	DecidedBy  string
+	DeciderKey string
+	Via        string
+	Comment    string
+	Output     *string // an edited output to dispatch instead
+	Force      bool
+	Now        time.Time
+	// Events is called when this attempt decides the hold (with the run as
+	// updated: resumable, or cancelled on reject).
+	Events func(h *Hold, r *Run) []EventAppendParams
+}
+
+// HoldDecision is one audited decision attempt.
+type HoldDecision struct {
+	ID        int64     `json:"id"`
+	HoldID    string    `json:"holdId"`
+	RunID     string    `json:"runId"`
+	Decision  string    `json:"decision"`
+	DecidedBy string    `json:"decidedBy"`
+	Via       string    `json:"via"`
+	Comment   string    `json:"comment"`
+	Output    *string   `json:"output"`
+	Outcome   string    `json:"outcome"`
+	Reason    string    `json:"reason"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// HoldListParams lists holds: open ones oldest first, otherwise newest first.
+type HoldListParams struct {
+	Status    string
+	SessionID string
+	Limit     int
+}
+
+// RunCancelParams cancels a session's suspended runs (their holds are
+// rejected) in one transaction.
+type RunCancelParams struct {
+	SessionID string
+	By        string
+	Now       time.Time
+	Events    EventsFunc
+}
+
 // EngineStore persists queue items, runs and holds (SPEC §4).
-type EngineStore interface{}
+type EngineStore interface {
+	// QueueItemInsert is idempotent on (workflow, dedupe key); the bool says
+	// whether a new item was written.
+	QueueItemInsert(ctx context.Context, p *QueueItemInsertParams) (*QueueItem, bool, error)
+	QueueItemGetByID(ctx context.Context, id string) (*QueueItem, error)
+	// QueueItemCountPending is one indexed count.
+	QueueItemCountPending(ctx context.Context) (int64, error)
+	QueueItemCountByStatus(ctx context.Context) (map[string]int64, error)
+	// QueueItemClaim atomically claims pending items and creates their runs
+	// (status running), in one transaction.
+	QueueItemClaim(ctx context.Context, p *QueueItemClaimParams) ([]*Run, error)
+
+	RunGetByID(ctx context.Context, id string) (*Run, error)
+	RunList(ctx context.Context, p *RunListParams) ([]*Run, error)
+	RunCountByStatus(ctx context.Context) (map[string]int64, error)
+	RunCheckpoint(ctx context.Context, p *RunCheckpointParams) error
+	// RunHeartbeat refreshes a running run's heartbeat (fenced on lease).
+	RunHeartbeat(ctx context.Context, runID string, lease int64, now time.Time) error
+	RunSuspend(ctx context.Context, p *RunSuspendParams) (*Hold, error)
+	RunSettle(ctx context.Context, p *RunSettleParams) (*Run, error)
+	// RunResumeApproved takes over suspended runs whose hold was approved.
+	RunResumeApproved(ctx context.Context, p *RunAcquireParams) ([]*Run, error)
+	// RunRecoverStuck takes over stale running runs and settles those out of
+	// recovery attempts.
+	RunRecoverStuck(ctx context.Context, p *RunRecoverParams) (recovered, exhausted []*Run, err error)
+	RunCancelSuspended(ctx context.Context, p *RunCancelParams) ([]*Run, error)
+
+	HoldGetByID(ctx context.Context, id string) (*Hold, error)
+	HoldList(ctx context.Context, p *HoldListParams) ([]*Hold, error)
+	HoldCountOpen(ctx context.Context) (int64, error)
+	// HoldListExpired lists open holds whose timeout has passed at now.
+	HoldListExpired(ctx context.Context, now time.Time, limit int) ([]*Hold, error)
+	// HoldDecide applies a decision attempt; see HoldDecideParams.
+	HoldDecide(ctx context.Context, p *HoldDecideParams) (*Hold, error)
+	// HoldDecisionAppend audits an attempt refused before reaching the hold.
+	HoldDecisionAppend(ctx context.Context, d *HoldDecision) error
+	HoldDecisionList(ctx context.Context, holdID string) ([]*HoldDecision, error)
+}

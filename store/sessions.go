@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
 )
@@ -93,6 +94,7 @@ type SessionUpdateParams struct {
 	ID                string
 	ExpectActiveRunID *string
 	ActiveRunID       *string
+	Title             *string
 	Status            *string
 	DoneReason        *string
 	Archived          *bool
@@ -106,4 +108,17 @@ type SessionTouchParams struct {
 	ID          string
 	CallerUser  string
 	CallerKeyID string
+}
+
+// EventTimeFormat is how event times are written in JSON: RFC 3339, UTC,
+// always six fractional digits, so clients may compare them as text.
+const EventTimeFormat = "2006-01-02T15:04:05.000000Z07:00"
+
+// MarshalJSON writes TS in EventTimeFormat.
+func (e Event) MarshalJSON() ([]byte, error) {
+	type plain Event
+	return json.Marshal(struct {
+		plain
+		TS string `json:"ts"`
+	}{plain(e), e.TS.UTC().Format(EventTimeFormat)})
 }

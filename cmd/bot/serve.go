@@ -4,19 +4,25 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/holdfast-bot/holdfast/console/api"
 	"github.com/holdfast-bot/holdfast/console/server"
 	"github.com/holdfast-bot/holdfast/console/web"
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
@@ -50,16 +56,29 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 		log.Info("Slack is disabled: set SLACK_BOT_TOKEN (and SLACK_APP_TOKEN for Socket Mode, or SLACK_SIGNING_SECRET for HTTP mode) to enable it")
 	}
 
-	models := model.NewRegistry(c.Model, model.Config{OpenAIBaseURL: c.OpenAIBaseURL, OpenAIAPIKey: c.OpenAIAPIKey})
-	// No engine yet: chat turns answer, enqueueing says the engine is not running.
-	sess := sessions.New(db, sessions.Config{DefaultPolicy: c.DefaultPolicy, Models: models, DefaultModel: c.Model}, nil, log)
+	models := newModels(c)
+	eng := newEngine(c, db, models, log)
+	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	engDone := make(chan error, 1)
+	go func() { engDone <- eng.Start(engCtx) }()
+	defer func() {
+		// Graceful: workers finish or release their runs before the store closes.
+		stopEngine()
+		if err := <-engDone; err != nil {
+			log.Error("engine", slog.Any("error", err))
+		}
+		log.Info("engine stopped")
+	}()
+
+	sess := sessions.New(db, sessions.Config{DefaultPolicy: c.DefaultPolicy, Models: models, DefaultModel: c.Model}, sessionsEngine{eng}, log)
 	defer sess.Close() // before db.Close: background turns settle first
 
 	console := web.New(web.Deps{Store: db, Library: lib, Sessions: sess, Log: log, BaseURL: c.BaseURL})
 	handler := server.Handler(server.Deps{
 		Store: db,
 		API: api.New(api.Deps{Store: db, Library: lib, Log: log, Cookie: console.Cookie, CSRF: console.CSRF,
-			Sessions: sess, InternalKey: c.InternalKey}),
+			Sessions: sess, Engine: eng, InternalKey: c.InternalKey}),
+		Metrics:     promhttp.HandlerFor(eng.Registry(), promhttp.HandlerOpts{}),
 		Console:     console.Handler(),
 		InternalKey: c.InternalKey,
 	})
@@ -118,6 +137,81 @@ func bootstrapAdmin(ctx context.Context, db store.Store, password string, stdout
 	return nil
 }
 
+func newModels(c *config) *model.Registry {
+	return model.NewRegistry(c.Model, model.Config{OpenAIBaseURL: c.OpenAIBaseURL, OpenAIAPIKey: c.OpenAIAPIKey})
+}
+
+// sessionsEngine adapts the engine to the interface sessions defines (it
+// cannot import the engine).
+type sessionsEngine struct{ e *engine.Engine }
+
+func (s sessionsEngine) Enqueue(ctx context.Context, p sessions.EnqueueParams) (sessions.EnqueueResult, error) {
+	it, created, err := s.e.Enqueue(ctx, engine.EnqueueParams{Command: p.Command, DedupeKey: p.DedupeKey,
+		Payload: p.Payload, SessionID: p.SessionID, OwnerUID: p.OwnerUID})
+	if err != nil {
+		return sessions.EnqueueResult{}, err
+	}
+	return sessions.EnqueueResult{ItemID: it.ID, Enqueued: created}, nil
+}
+
+func (s sessionsEngine) CancelSessionRuns(ctx context.Context, sessionID, by string) (int, error) {
+	return s.e.CancelSessionRuns(ctx, sessionID, by)
+}
+
+// newEngine builds the engine from the config (shared by serve and enqueue).
+func newEngine(c *config, db store.Store, models *model.Registry, log *slog.Logger) *engine.Engine {
+	var stewards []string
+	for _, s := range strings.Split(c.SlackStewards, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			stewards = append(stewards, s)
+		}
+	}
+	return engine.New(engine.Config{Workers: c.Workers, StuckRun: c.StuckRun, MaxRecovery: c.MaxRecovery,
+		PassInterval: c.PassInterval, SlackStewards: stewards}, db, models, log)
+}
+
+// cmdEnqueue enqueues one item straight into the database. A running server
+// picks it up on its next pass (at the latest after HOLDFAST_PASS_INTERVAL);
+// POST /api/workflows/{command}/enqueue starts it at once.
 func cmdEnqueue(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) error {
-	return errors.New("enqueue: not available yet")
+	var command string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		command, args = args[0], args[1:]
+	}
+	var dedupe, payload, sessionID string
+	c, fs, err := parse("enqueue", args, env, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&dedupe, "dedupe", "", "dedupe key: a second enqueue with the same key is a no-op")
+		fs.StringVar(&payload, "payload", "{}", "payload JSON object")
+		fs.StringVar(&sessionID, "session", "", "session id to run in (default: a new workflow session)")
+	})
+	if err != nil {
+		return err
+	}
+	if command == "" && fs.NArg() > 0 {
+		command = fs.Arg(0)
+	}
+	if command == "" || dedupe == "" {
+		return errors.New("enqueue: usage: bot enqueue COMMAND --dedupe KEY [--payload JSON]")
+	}
+	var pl map[string]any
+	if err := json.Unmarshal([]byte(payload), &pl); err != nil || pl == nil {
+		return fmt.Errorf("enqueue: --payload must be a JSON object: %v", err)
+	}
+	db, err := openStore(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	eng := newEngine(c, db, newModels(c), newLogger(stderr))
+	it, created, err := eng.Enqueue(ctx, engine.EnqueueParams{Command: command, DedupeKey: dedupe, Payload: pl,
+		SessionID: sessionID, OwnerUID: "cli"})
+	if err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	verb := "enqueued"
+	if !created {
+		verb = "already enqueued"
+	}
+	fmt.Fprintf(stdout, "%s %s item %s (status %s)\n", verb, it.Command, it.ID, it.Status)
+	return nil
 }

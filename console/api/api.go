@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/holdfast-bot/holdfast/console/auth"
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
@@ -27,6 +28,9 @@ type Deps struct {
 	// CSRF checks a cookie-authenticated state-changing request, the same
 	// check console forms get. Required when Cookie is set.
 	CSRF func(r *http.Request) error
+	// Engine enqueues, decides holds and runs cron passes. Optional: without
+	// it those routes answer 503.
+	Engine *engine.Engine
 	// Sessions is the session runtime behind /api/sessions.
 	Sessions *sessions.Service
 	// InternalKey guards /api/internal/*; empty, those routes answer 404.
@@ -50,6 +54,7 @@ func (a *API) Routes() http.Handler {
 	r.Route("/internal", func(r chi.Router) {
 		r.Use(a.requireInternalKey, a.trackSession)
 		a.sessionInternalRoutes(r)
+		a.engineInternalRoutes(r)
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(a.authenticate, a.trackSession)

@@ -1,6 +1,259 @@
 package api
 
-import "github.com/go-chi/chi/v5"
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/holdfast-bot/holdfast/console/auth"
+	"github.com/holdfast-bot/holdfast/engine"
+	"github.com/holdfast-bot/holdfast/store"
+)
 
 // engineRoutes mounts the queue, runs, holds and internal cron routes.
-func (a *API) engineRoutes(r chi.Router) {}
+func (a *API) engineRoutes(r chi.Router) {
+	r.With(a.require(store.RoleSteward)).Post("/workflows/{command}/enqueue", a.enqueue)
+	r.Get("/queue/{itemId}", a.queueItemGet)
+	r.Get("/runs", a.runList)
+	r.Get("/runs/{id}", a.runGet)
+	r.Get("/holds", a.holdList)
+	r.Get("/holds/{id}", a.holdGet)
+	r.Post("/holds/{id}/decision", a.holdDecide)
+}
+
+// engineInternalRoutes are mounted under /internal, behind x-internal-key.
+func (a *API) engineInternalRoutes(r chi.Router) {
+	r.Get("/cron/run-workflows", a.cronRunWorkflows)
+}
+
+func (a *API) engineOr503(w http.ResponseWriter) bool {
+	if a.Engine == nil {
+		WriteError(w, http.StatusServiceUnavailable, "the workflow engine is not running")
+		return false
+	}
+	return true
+}
+
+// ownerUID names the caller the way the engine's self-approval check does.
+func ownerUID(id *auth.Identity) string {
+	switch {
+	case id == nil:
+		return ""
+	case id.UserID != "":
+		return "user:" + id.UserID
+	case id.KeyID != "":
+		return "key:" + id.KeyID
+	}
+	return ""
+}
+
+type enqueueRequest struct {
+	DedupeKey string         `json:"dedupeKey"`
+	Payload   map[string]any `json:"payload"`
+	SessionID string         `json:"sessionId"`
+}
+
+type enqueueResponse struct {
+	Enqueued bool             `json:"enqueued"`
+	Item     *store.QueueItem `json:"item"`
+}
+
+func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
+	if !a.engineOr503(w) {
+		return
+	}
+	var req enqueueRequest
+	if !Decode(w, r, &req) {
+		return
+	}
+	if strings.TrimSpace(req.DedupeKey) == "" {
+		WriteError(w, http.StatusBadRequest, "dedupeKey is required: it makes the enqueue idempotent")
+		return
+	}
+	if req.Payload == nil {
+		req.Payload = map[string]any{}
+	}
+	it, created, err := a.Engine.Enqueue(r.Context(), engine.EnqueueParams{Command: "/" + chi.URLParam(r, "command"),
+		DedupeKey: req.DedupeKey, Payload: req.Payload, SessionID: req.SessionID, OwnerUID: ownerUID(auth.From(r.Context()))})
+	if err != nil {
+		Fail(w, r, a.Log, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	WriteJSON(w, status, enqueueResponse{Enqueued: created, Item: it})
+}
+
+func (a *API) queueItemGet(w http.ResponseWriter, r *http.Request) {
+	it, err := a.Store.QueueItemGetByID(r.Context(), chi.URLParam(r, "itemId"))
+	if err != nil {
+		Fail(w, r, a.Log, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, it)
+}
+
+// RunView is a run as the API shows it (SPEC §7).
+type RunView struct {
+	*store.Run
+	Hold      *HoldView             `json:"hold"`
+	Dispatch  *DispatchView         `json:"dispatch"`
+	Decisions []*store.HoldDecision `json:"decisions,omitempty"`
+}
+
+// DispatchView links a run to what it dispatched.
+type DispatchView struct {
+	MemoID string `json:"memoId"`
+}
+
+// HoldView is a hold as the API shows it.
+type HoldView struct {
+	*store.Hold
+}
+
+func runView(run *store.Run) *RunView {
+	v := &RunView{Run: run}
+	if run.DispatchMemoID != "" {
+		v.Dispatch = &DispatchView{MemoID: run.DispatchMemoID}
+	}
+	return v
+}
+
+var runStatuses = map[string]bool{store.RunRunning: true, store.RunSuspended: true, store.RunSucceeded: true,
+	store.RunFailed: true, store.RunCancelled: true, store.RunRecoveryExhausted: true}
+
+func (a *API) runList(w http.ResponseWriter, r *http.Request) {
+	status := r.URL.Query().Get("status")
+	if status != "" && !runStatuses[status] {
+		WriteError(w, http.StatusBadRequest, "status must be one of running, suspended, succeeded, failed, cancelled, recovery_exhausted")
+		return
+	}
+	runs, err := a.Store.RunList(r.Context(), &store.RunListParams{Status: status, SessionID: r.URL.Query().Get("sessionId")})
+	if err != nil {
+		Fail(w, r, a.Log, err)
+		return
+	}
+	out := make([]*RunView, len(runs))
+	for i, run := range runs {
+		out[i] = runView(run)
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"runs": out})
+}
+
+func (a *API) runGet(w http.ResponseWriter, r *http.Request) {
+	run, err := a.Store.RunGetByID(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		Fail(w, r, a.Log, err)
+		return
+	}
+	v := runView(run)
+	if run.HoldID != "" {
+		h, err := a.Store.HoldGetByID(r.Context(), run.HoldID)
+		if err != nil {
+			Fail(w, r, a.Log, err)
+			return
+		}
+		v.Hold = &HoldView{Hold: h}
+		if v.Decisions, err = a.Store.HoldDecisionList(r.Context(), run.HoldID); err != nil {
+			Fail(w, r, a.Log, err)
+			return
+		}
+	}
+	WriteJSON(w, http.StatusOK, v)
+}
+
+func (a *API) holdList(w http.ResponseWriter, r *http.Request) {
+	status := r.URL.Query().Get("status")
+	switch status {
+	case "", store.HoldOpen, store.HoldApproved, store.HoldRejected:
+	default:
+		WriteError(w, http.StatusBadRequest, "status must be open, approved or rejected")
+		return
+	}
+	hs, err := a.Store.HoldList(r.Context(), &store.HoldListParams{Status: status, SessionID: r.URL.Query().Get("sessionId")})
+	if err != nil {
+		Fail(w, r, a.Log, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"holds": hs})
+}
+
+// HoldDetail is one hold with its audit log.
+type HoldDetail struct {
+	*store.Hold
+	Decisions []*store.HoldDecision `json:"decisions"`
+}
+
+func (a *API) holdGet(w http.ResponseWriter, r *http.Request) {
+	h, err := a.Store.HoldGetByID(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		Fail(w, r, a.Log, err)
+		return
+	}
+	ds, err := a.Store.HoldDecisionList(r.Context(), h.ID)
+	if err != nil {
+		Fail(w, r, a.Log, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, HoldDetail{Hold: h, Decisions: ds})
+}
+
+type decisionRequest struct {
+	Decision string `json:"decision"`
+	Comment  string `json:"comment"`
+	Output   string `json:"output"`
+}
+
+func (a *API) holdDecide(w http.ResponseWriter, r *http.Request) {
+	if !a.engineOr503(w) {
+		return
+	}
+	var req decisionRequest
+	if !Decode(w, r, &req) {
+		return
+	}
+	if req.Decision != "approve" && req.Decision != "reject" {
+		WriteError(w, http.StatusBadRequest, `decision must be "approve" or "reject"`)
+		return
+	}
+	if req.Output != "" && req.Decision != "approve" {
+		WriteError(w, http.StatusBadRequest, "an edited output can only come with an approval")
+		return
+	}
+	id := auth.From(r.Context())
+	via := "api"
+	if id.Cookie {
+		via = "console"
+	}
+	h, err := a.Engine.Decide(r.Context(), engine.DecideParams{HoldID: chi.URLParam(r, "id"), Decision: req.Decision,
+		Comment: req.Comment, Output: req.Output, Via: via,
+		Decider: engine.Decider{UserID: id.UserID, Username: id.Username, Role: id.Role, SlackUserID: id.SlackUserID, KeyID: id.KeyID}})
+	switch {
+	case errors.Is(err, engine.ErrForbidden):
+		WriteError(w, http.StatusForbidden, err.Error())
+		return
+	case errors.Is(err, engine.ErrInvalid):
+		WriteError(w, http.StatusBadRequest, err.Error())
+		return
+	case err != nil:
+		Fail(w, r, a.Log, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, h)
+}
+
+func (a *API) cronRunWorkflows(w http.ResponseWriter, r *http.Request) {
+	if !a.engineOr503(w) {
+		return
+	}
+	res, err := a.Engine.RunPass(r.Context())
+	if err != nil {
+		Fail(w, r, a.Log, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, res)
+}

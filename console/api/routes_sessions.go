@@ -207,7 +207,7 @@ func (a *API) sessionResolve(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "tag is required: /api/sessions/resolve?tag=…")
 		return
 	}
-	ses, err := a.Store.SessionGetByTag(r.Context(), tag)
+	ses, err := a.Sessions.GetByTag(r.Context(), tag)
 	if err != nil {
 		a.sessionFail(w, r, err)
 		return

@@ -156,6 +156,7 @@ func TestSessionRoutes(t *testing.T) {
 	first := msg["event"].(map[string]any)
 	require.Equal(t, "user_message", first["type"])
 	require.Equal(t, "key:"+b.keyID, first["actor"])
+	require.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`, first["ts"], "RFC 3339, UTC, µs")
 	var reply map[string]any
 	require.Eventually(t, func() bool {
 		_, out := b.do(t, call{method: "GET", path: "/api/sessions/" + id + "/events?after=" + url.QueryEscape(first["ts"].(string))})

@@ -166,6 +166,15 @@ func (s *Service) GetByID(ctx context.Context, id string) (*store.Session, error
 	return s.st.SessionGetByID(ctx, id)
 }
 
+// GetByTag reads the session holding tag, without creating one.
+func (s *Service) GetByTag(ctx context.Context, tag string) (*store.Session, error) {
+	tag = strings.TrimSpace(tag)
+	if tag == "" {
+		return nil, invalidf("tag is required")
+	}
+	return s.st.SessionGetByTag(ctx, tag)
+}
+
 // ResolveTag returns the session holding tag, creating it from create when
 // none does (the Slack bridge binds a thread this way). Two racing callers
 // end up with the same session.

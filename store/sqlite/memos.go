@@ -66,32 +66,39 @@ func boolInt(b bool) int {
 
 // MemoCreate inserts a memo (and its workflow index row) in one transaction.
 func (db *DB) MemoCreate(ctx context.Context, p *store.MemoCreateParams) (*store.Memo, error) {
-	now := formatTime(time.Now())
-	memoType := p.MemoType
-	if memoType == "" {
-		memoType = "note"
-	}
 	id := store.NewID("mem")
 	var m *store.Memo
 	err := db.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO memos (`+memoColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)`,
-			id, p.Title, p.Body, memoType, encodeJSON(normTags(p.Tags)), p.Notes, boolInt(p.Unlisted),
-			store.HashContent(p.Body), now, now)
-		if err != nil {
-			return err
-		}
-		if p.Workflow != nil {
-			if err := workflowIndexPut(ctx, tx, id, p.Workflow, now); err != nil {
-				return err
-			}
-		}
-		m, err = memoGet(ctx, tx, id)
+		var err error
+		m, err = memoCreateTx(ctx, tx, id, p)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("memo create: %w", err)
 	}
 	return m, nil
+}
+
+// memoCreateTx is shared with dispatch, which creates a run's memo inside the
+// transaction that settles the run.
+func memoCreateTx(ctx context.Context, tx *sql.Tx, id string, p *store.MemoCreateParams) (*store.Memo, error) {
+	now := formatTime(time.Now())
+	memoType := p.MemoType
+	if memoType == "" {
+		memoType = "note"
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO memos (`+memoColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)`,
+		id, p.Title, p.Body, memoType, encodeJSON(normTags(p.Tags)), p.Notes, boolInt(p.Unlisted),
+		store.HashContent(p.Body), now, now)
+	if err != nil {
+		return nil, err
+	}
+	if p.Workflow != nil {
+		if err := workflowIndexPut(ctx, tx, id, p.Workflow, now); err != nil {
+			return nil, err
+		}
+	}
+	return memoGet(ctx, tx, id)
 }
 
 func memoGet(ctx context.Context, q queryRower, id string) (*store.Memo, error) {

@@ -83,6 +83,7 @@ func BenchmarkSessionList100k(b *testing.B) {
 		{"FirstPage", store.SessionListParams{Origins: userChannel, Limit: 51}},
 		{"DeepPage", store.SessionListParams{Origins: userChannel, Limit: 51, After: listingCursor(b, db, 30_000)}},
 		{"RareOriginFirstPage", store.SessionListParams{Origins: []string{store.OriginAgent}, Limit: 51}},
+		{"TextFilterRare", store.SessionListParams{Origins: userChannel, Limit: 1, Query: "Session 4242"}},
 		{"AllOriginsDeepPage", store.SessionListParams{Origins: []string{"user", "channel", "workflow", "api", "agent"}, Limit: 51,
 			After: listingCursor(b, db, 30_000)}},
 	} {
@@ -90,7 +91,7 @@ func BenchmarkSessionList100k(b *testing.B) {
 			for b.Loop() {
 				got, err := db.SessionList(ctx, &bc.p)
 				require.NoError(b, err)
-				require.Len(b, got, 51)
+				require.Len(b, got, bc.p.Limit)
 			}
 		})
 	}
@@ -154,6 +155,10 @@ func TestSessionQueriesUseIndexes(t *testing.T) {
 		require.NotContains(t, got, "SCAN sessions", "listing %s:\n%s", name, got)
 		require.Contains(t, got, "SEARCH sessions USING INDEX sessions_listing", "listing %s:\n%s", name, got)
 	}
+	holds := plan(openHoldsQuery(2), []any{store.HoldOpen, "ses_a", "ses_b"})
+	t.Logf("open holds:\n%s", holds)
+	require.Contains(t, holds, "SEARCH holds USING", "open holds per page:\n%s", holds)
+
 	for name, p := range map[string]*store.EventListParams{
 		"After":       {SessionID: ses.ID, After: eventTS(1000), Limit: 100},
 		"FromStart":   {SessionID: ses.ID, Limit: 100},

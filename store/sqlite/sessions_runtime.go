@@ -98,10 +98,39 @@ func (db *DB) SessionOpenHoldCounts(ctx context.Context, ids []string) (map[stri
 	return out, nil
 }
 
-// openHoldCounts is where sessions learn their open holds. The holds table
-// belongs to the engine's migration (002); until it exists every count is 0.
+// openHoldCounts counts open holds for a page of sessions in one grouped
+// query over holds_session (session_id, status): one index range per id.
 func openHoldCounts(ctx context.Context, q queryRower, ids []string) (map[string]int64, error) {
-	return map[string]int64{}, nil
+	out := map[string]int64{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, store.HoldOpen)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := q.QueryContext(ctx, openHoldsQuery(len(ids)), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id string
+			n  int64
+		)
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, err
+		}
+		out[id] = n
+	}
+	return out, rows.Err()
+}
+
+func openHoldsQuery(n int) string {
+	return `SELECT session_id, COUNT(*) FROM holds WHERE status = ? AND session_id IN (?` +
+		strings.Repeat(", ?", n-1) + `) GROUP BY session_id`
 }
 
 // fillOpenHolds sets OpenHolds on a page of sessions with one query.
@@ -201,6 +230,9 @@ func (db *DB) SessionUpdate(ctx context.Context, p *store.SessionUpdateParams) (
 		if p.ActiveRunID != nil {
 			set("active_run_id", *p.ActiveRunID)
 		}
+		if p.Title != nil {
+			set("title", *p.Title)
+		}
 		if p.Status != nil {
 			set("status", *p.Status)
 		}
@@ -236,8 +268,10 @@ func (db *DB) SessionUpdate(ctx context.Context, p *store.SessionUpdateParams) (
 // SessionTouch counts a request made under the session.
 func (db *DB) SessionTouch(ctx context.Context, p *store.SessionTouchParams) error {
 	return db.tx(ctx, func(tx *sql.Tx) error {
+		// A request without an identity (internal routes) keeps the last one.
 		res, err := tx.ExecContext(ctx, `UPDATE sessions SET request_count = request_count + 1, last_active_at = ?,
-			caller_user = ?, caller_key_id = ? WHERE id = ?`, formatTime(time.Now()), p.CallerUser, p.CallerKeyID, p.ID)
+			caller_user = COALESCE(NULLIF(?, ''), caller_user), caller_key_id = COALESCE(NULLIF(?, ''), caller_key_id)
+			WHERE id = ?`, formatTime(time.Now()), p.CallerUser, p.CallerKeyID, p.ID)
 		if err != nil {
 			return err
 		}

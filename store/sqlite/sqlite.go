@@ -21,6 +21,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -57,6 +58,11 @@ type Config struct {
 type DB struct {
 	w *sql.DB // one connection: every write transaction
 	r *sql.DB // read pool
+
+	writes    chan *writeReq
+	stop      chan struct{}
+	writerWG  sync.WaitGroup
+	closeOnce sync.Once
 }
 
 var _ store.Store = (*DB)(nil)
@@ -107,7 +113,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 
-	db := &DB{w: w, r: r}
+	db := &DB{w: w, r: r, writes: make(chan *writeReq, 1024), stop: make(chan struct{})}
+	db.writerWG.Add(1)
+	go db.writer()
 	if err := db.checkFTS5(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -130,9 +138,16 @@ func (db *DB) checkFTS5(ctx context.Context) error {
 	return nil
 }
 
-// Close closes both pools; WAL is checkpointed by SQLite on the last close.
+// Close stops the write batcher (finishing the batch in hand) and closes
+// both pools; WAL is checkpointed by SQLite on the last close.
 func (db *DB) Close() error {
-	return errors.Join(db.r.Close(), db.w.Close())
+	err := errors.New("sqlite: already closed")
+	db.closeOnce.Do(func() {
+		close(db.stop)
+		db.writerWG.Wait()
+		err = errors.Join(db.r.Close(), db.w.Close())
+	})
+	return err
 }
 
 // Ping checks that both pools answer.
@@ -222,27 +237,6 @@ func (db *DB) migrate(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("sqlite: migration %s: %w", m.name, err)
 		}
-	}
-	return nil
-}
-
-// tx runs fn in one write transaction on the writer connection, rolling back
-// on any error or panic.
-func (db *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
-	tx, err := db.w.BeginTx(ctx, nil)
-	if err != nil {
-		return interpretError(err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	if err = fn(tx); err != nil {
-		return interpretError(err)
-	}
-	if err = tx.Commit(); err != nil {
-		return interpretError(err)
 	}
 	return nil
 }

@@ -1,0 +1,222 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/holdfast-bot/holdfast/engine/workflow"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// previewChars bounds a hold's preview (the full output is kept too).
+const previewChars = 1200
+
+// output runs the Output step: it opens a hold when the policy or the
+// session's posture asks for one and no approval is recorded on the run yet,
+// and otherwise dispatches.
+func (x *exec) output(ctx context.Context, i int) (*store.Run, error) {
+	start := x.e.cfg.Now()
+	rec := &x.steps[i]
+	*rec = store.RunStep{Kind: workflow.KindOutput, Status: StepRunning, StartedAt: &start}
+	if x.run.Decision != "approved" {
+		hold, err := x.needsHold(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if hold {
+			return x.suspend(ctx, i)
+		}
+	}
+	out := x.state.Output
+	if x.run.DecidedOutput != nil {
+		out = *x.run.DecidedOutput
+	}
+	var (
+		d     *store.DispatchParams
+		extra func(*store.Run, *store.Memo) []store.EventAppendParams
+		err   error
+	)
+	switch x.manifest.Policy.Destination {
+	case workflow.DestinationReply:
+		err = x.canReply(ctx)
+		extra = func(r *store.Run, _ *store.Memo) []store.EventAppendParams {
+			return []store.EventAppendParams{{Type: "assistant_message", Actor: "engine",
+				Payload: map[string]any{"text": out, "runId": r.ID, "dispatch": "reply"}}}
+		}
+	default:
+		d, err = x.memoDispatch(out)
+		extra = func(r *store.Run, m *store.Memo) []store.EventAppendParams {
+			if m == nil {
+				return nil
+			}
+			return []store.EventAppendParams{{Type: EventMemoDispatched, Actor: "engine",
+				Payload: map[string]any{"runId": r.ID, "memoId": m.ID, "title": m.Title}}}
+		}
+	}
+	dur := x.e.cfg.Now().Sub(start)
+	rec.DurationMs = dur.Milliseconds()
+	x.e.met.stepDuration.WithLabelValues(workflow.KindOutput).Observe(dur.Seconds())
+	if err != nil {
+		var se *stepError
+		if errors.As(err, &se) {
+			rec.Status, rec.ErrorKind, rec.Error = StepFailed, se.kind, se.Error()
+		}
+		return nil, err
+	}
+	rec.Status = StepSucceeded
+	x.stepEvent(i)
+	r := x.settle(ctx, store.RunSucceeded, "", "", d, extra)
+	if r == nil {
+		return nil, store.ErrLeaseLost
+	}
+	return r, nil
+}
+
+// needsHold applies SPEC §3's posture: manual holds everything, yolo
+// nothing, auto (and sessionless items) follow the workflow's Approval.
+func (x *exec) needsHold(ctx context.Context) (bool, error) {
+	policyHold := x.manifest.Policy.Approval == workflow.ApprovalHold
+	if x.run.SessionID == "" {
+		return policyHold, nil
+	}
+	s, err := x.e.store.SessionGetByID(ctx, x.run.SessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return policyHold, nil
+	} else if err != nil {
+		return false, err
+	}
+	switch s.Policy {
+	case "yolo":
+		return false, nil
+	case "auto":
+		return policyHold, nil
+	default: // manual, and anything unknown, is held
+		return true, nil
+	}
+}
+
+func (x *exec) suspend(ctx context.Context, i int) (*store.Run, error) {
+	x.steps[i].Status = StepHeld
+	p := x.manifest.Policy
+	h := &store.Hold{
+		ID: store.HoldIDForRun(x.run.ID), ItemID: x.run.ItemID, SessionID: x.run.SessionID, OwnerUID: x.run.OwnerUID,
+		Command: x.manifest.Command, WorkflowName: x.manifest.Title, GateLabel: p.GateLabel,
+		Preview: preview(x.state.Output), Output: x.state.Output, RequiredApprovals: max(p.Approvals, 1),
+		SelfApproval: p.SelfApproval, OnTimeout: p.OnTimeout,
+	}
+	if h.GateLabel == "" {
+		h.GateLabel = "Review output"
+	}
+	if h.OnTimeout == "" {
+		h.OnTimeout = workflow.OnTimeoutReject
+	}
+	if p.HoldTimeout > 0 {
+		exp := x.e.cfg.Now().Add(p.HoldTimeout)
+		h.ExpiresAt = &exp
+	}
+	events := append(x.events, store.EventAppendParams{Type: EventHoldOpened, Actor: "engine", Payload: map[string]any{
+		"holdId": h.ID, "runId": x.run.ID, "command": h.Command, "gateLabel": h.GateLabel, "preview": h.Preview}})
+	hold, err := x.e.store.RunSuspend(ctx, &store.RunSuspendParams{
+		RunCheckpointParams: store.RunCheckpointParams{RunID: x.run.ID, Lease: x.run.Lease, Now: x.e.cfg.Now(),
+			Manifest: x.manifestArg(), Steps: x.steps, State: x.stateJSON(), Guards: x.guardsJSON(), Events: events},
+		Hold: h,
+	})
+	if err != nil {
+		return nil, err
+	}
+	x.flushed()
+	x.e.notify(Event{Kind: EventHoldOpened, RunID: x.run.ID, HoldID: hold.ID, ItemID: x.run.ItemID, SessionID: x.run.SessionID, Status: hold.Status})
+	x.log.InfoContext(ctx, "run held for review")
+	r, err := x.e.store.RunGetByID(ctx, x.run.ID)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func preview(s string) string {
+	s = strings.TrimSpace(s)
+	if utf8.RuneCountInString(s) <= previewChars {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:previewChars]) + "…"
+}
+
+func (x *exec) canReply(ctx context.Context) error {
+	const why = "destination reply needs a Slack thread: this run's session has none (enqueue it from a Slack thread, or use Destination memo)"
+	if x.e.cfg.CanReply == nil || x.run.SessionID == "" {
+		return failf(KindDispatch, "%s", why)
+	}
+	s, err := x.e.store.SessionGetByID(ctx, x.run.SessionID)
+	if err != nil {
+		return failf(KindDispatch, "%s: %v", why, err)
+	}
+	if !x.e.cfg.CanReply(s) {
+		return failf(KindDispatch, "%s", why)
+	}
+	return nil
+}
+
+// memoDispatch builds the memo write: a new unlisted memo, or an in-place
+// update of the stub payload.targetMemoId at the version it had at enqueue.
+func (x *exec) memoDispatch(out string) (*store.DispatchParams, error) {
+	pl := x.run.Payload
+	d := &store.DispatchParams{}
+	var notes *string
+	if n, ok := pl["targetNotes"].(string); ok {
+		notes = &n
+	}
+	var tags *[]string
+	if raw, ok := pl["tags"].([]any); ok {
+		ts := []string{}
+		for _, t := range raw {
+			if s, ok := t.(string); ok {
+				ts = append(ts, s)
+			}
+		}
+		tags = &ts
+	}
+	if src, ok := pl["source"].(map[string]any); ok {
+		if id, _ := src["memoId"].(string); id != "" {
+			ch, _ := src["contentHash"].(string)
+			nh, _ := src["notesHash"].(string)
+			if ch != "" || nh != "" {
+				d.MoveGuard = &store.MoveGuard{MemoID: id, ContentHash: ch, NotesHash: nh}
+			}
+		}
+	}
+	if target, _ := pl["targetMemoId"].(string); target != "" {
+		if x.run.TargetVersion == 0 {
+			return nil, failf(KindDispatch, "target memo %s did not exist when the item was enqueued", target)
+		}
+		body := out
+		d.Update = &store.MemoUpdateParams{ID: target, ExpectedVersion: x.run.TargetVersion, Body: &body, Notes: notes, Tags: tags}
+		return d, nil
+	}
+	c := &store.MemoCreateParams{Title: x.memoTitle(out), Body: out, Unlisted: true}
+	if notes != nil {
+		c.Notes = *notes
+	}
+	if tags != nil {
+		c.Tags = *tags
+	}
+	d.Create = c
+	return d, nil
+}
+
+// memoTitle: the output's first # heading, else payload.title, else
+// "<workflow title> — <date>".
+func (x *exec) memoTitle(out string) string {
+	if h := strings.TrimSpace(workflow.FirstHeading([]byte(out))); h != "" {
+		return h
+	}
+	if t, _ := x.run.Payload["title"].(string); strings.TrimSpace(t) != "" {
+		return strings.TrimSpace(t)
+	}
+	return fmt.Sprintf("%s — %s", x.manifest.Title, x.e.cfg.Now().UTC().Format(time.DateOnly))
+}

@@ -1,0 +1,395 @@
+// Package engine runs workflows (SPEC §4): the queue, the runner pool, holds,
+// recovery, dispatch and the scheduler. It knows nothing of HTTP or Slack:
+// the API, the console and the Slack bridge call Enqueue and Decide and
+// Subscribe to its events; everything durable goes through store.Store.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// ErrForbidden marks a caller who may not do what they asked (a 403).
+var ErrForbidden = errors.New("forbidden")
+
+// Config tunes the engine; zero values take the SPEC §1 defaults.
+type Config struct {
+	Workers      int
+	StuckRun     time.Duration
+	MaxRecovery  int
+	PassInterval time.Duration
+	// RunnerID names this process in runs it takes (default host:pid).
+	RunnerID string
+	// SlackStewards are Slack user ids allowed to decide holds.
+	SlackStewards []string
+	// CanReply says whether a run's session can take a `reply` dispatch (it
+	// has a Slack thread). Nil means no Slack: reply runs fail `dispatch`.
+	CanReply func(*store.Session) bool
+	// RetryBase is the first backoff of transient model retries (default 500ms).
+	RetryBase time.Duration
+	// Now is the clock for hold timeouts and recovery; tests move it.
+	Now func() time.Time
+	// DisableScheduler leaves schedule Invokes alone (tests, one-shot CLIs).
+	DisableScheduler bool
+}
+
+func (c *Config) defaults() {
+	if c.Workers <= 0 {
+		c.Workers = 4
+	}
+	if c.StuckRun <= 0 {
+		c.StuckRun = 10 * time.Minute
+	}
+	if c.MaxRecovery < 0 {
+		c.MaxRecovery = 0
+	}
+	if c.PassInterval <= 0 {
+		c.PassInterval = 30 * time.Second
+	}
+	if c.RunnerID == "" {
+		host, _ := os.Hostname()
+		c.RunnerID = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if c.RetryBase <= 0 {
+		c.RetryBase = 500 * time.Millisecond
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Event kinds delivered to subscribers.
+const (
+	EventRunStarted     = "run_started"
+	EventRunStep        = "run_step"
+	EventHoldOpened     = "hold_opened"
+	EventHoldDecided    = "hold_decided"
+	EventRunFinished    = "run_finished"
+	EventMemoDispatched = "memo_dispatched"
+)
+
+// Event is a wake-up for subscribers, sent after the change committed. The
+// durable record is the session transcript; a dropped Event loses nothing.
+type Event struct {
+	Kind      string
+	RunID     string
+	HoldID    string
+	ItemID    string
+	SessionID string
+	// Status is the run's or hold's status after the change, when known.
+	Status string
+}
+
+// Engine is the workflow engine.
+type Engine struct {
+	cfg    Config
+	store  store.Store
+	models *model.Registry
+	lib    *library.Service
+	log    *slog.Logger
+	met    *metrics
+
+	// wake carries "there may be work" to one idle worker; each worker that
+	// finds a full batch passes it on, so a burst fans out without every
+	// enqueue waking every worker.
+	wake chan struct{}
+	// handoff carries runs taken over by recovery to the pool.
+	handoff chan *store.Run
+
+	mu       sync.Mutex
+	inflight map[string]context.CancelCauseFunc // runID → cancel of its context
+	subs     []chan Event
+}
+
+// New returns an engine; call Start to run the pool and scheduler.
+func New(cfg Config, s store.Store, models *model.Registry, log *slog.Logger) *Engine {
+	cfg.defaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		cfg:      cfg,
+		store:    s,
+		models:   models,
+		lib:      library.New(s, log),
+		log:      log,
+		wake:     make(chan struct{}, 1),
+		handoff:  make(chan *store.Run, 64),
+		inflight: map[string]context.CancelCauseFunc{},
+	}
+	e.met = newMetrics(e)
+	return e
+}
+
+// Subscribe registers fn for every Event. fn runs on its own goroutine and
+// never blocks the runner: when a subscriber falls more than a few thousand
+// events behind, further events are dropped for it (they are wake-ups only).
+func (e *Engine) Subscribe(fn func(Event)) {
+	ch := make(chan Event, 4096)
+	e.mu.Lock()
+	e.subs = append(e.subs, ch)
+	e.mu.Unlock()
+	go func() {
+		for ev := range ch {
+			fn(ev)
+		}
+	}()
+}
+
+func (e *Engine) notify(evs ...Event) {
+	e.mu.Lock()
+	subs := e.subs
+	e.mu.Unlock()
+	for _, ev := range evs {
+		for _, ch := range subs {
+			select {
+			case ch <- ev:
+			default:
+			}
+		}
+	}
+}
+
+// signal wakes one idle worker (or leaves a wake-up for the next).
+func (e *Engine) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the worker pool, the maintenance loop (recovery, hold timeouts,
+// the safety-net tick) and the scheduler until ctx ends, then waits for
+// workers to stop. Runs interrupted by shutdown are released for immediate
+// recovery at the next start.
+func (e *Engine) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for i := range e.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.worker(ctx, i)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.maintain(ctx)
+	}()
+	if !e.cfg.DisableScheduler {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.schedule(ctx)
+		}()
+	}
+	e.signal()
+	<-ctx.Done()
+	wg.Wait()
+	return nil
+}
+
+func (e *Engine) worker(ctx context.Context, n int) {
+	tick := time.NewTicker(e.cfg.PassInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-e.handoff:
+			e.execute(ctx, r)
+			continue
+		case <-e.wake:
+		case <-tick.C:
+		}
+		for ctx.Err() == nil {
+			runs := e.acquire(ctx, 3)
+			if len(runs) == 0 {
+				break
+			}
+			for _, r := range runs {
+				e.execute(ctx, r)
+			}
+		}
+	}
+}
+
+// acquire takes work for one worker: approved runs first, then up to claim
+// pending items. A full batch passes the wake-up on to another worker.
+func (e *Engine) acquire(ctx context.Context, claim int) []*store.Run {
+	runs, err := e.store.RunResumeApproved(ctx, &store.RunAcquireParams{RunnerID: e.cfg.RunnerID, Limit: 5, Now: e.cfg.Now()})
+	if err != nil {
+		e.logErr(ctx, "resuming approved runs", err)
+	}
+	if len(runs) > 0 {
+		e.met.resumed.Add(float64(len(runs)))
+		e.signal()
+		return runs
+	}
+	runs, err = e.claim(ctx, claim)
+	if err != nil {
+		e.logErr(ctx, "claiming queue items", err)
+		return nil
+	}
+	if len(runs) == claim {
+		e.signal()
+	}
+	return runs
+}
+
+func (e *Engine) claim(ctx context.Context, limit int) ([]*store.Run, error) {
+	runs, err := e.store.QueueItemClaim(ctx, &store.QueueItemClaimParams{
+		RunnerID: e.cfg.RunnerID, Limit: limit, Now: e.cfg.Now(),
+		Events: func(r *store.Run) []store.EventAppendParams {
+			return []store.EventAppendParams{{Type: EventRunStarted, Actor: "engine",
+				Payload: map[string]any{"runId": r.ID, "itemId": r.ItemID, "command": r.Command}}}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range runs {
+		e.notify(Event{Kind: EventRunStarted, RunID: r.ID, ItemID: r.ItemID, SessionID: r.SessionID, Status: r.Status})
+	}
+	return runs, nil
+}
+
+func (e *Engine) logErr(ctx context.Context, what string, err error) {
+	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+		return
+	}
+	e.log.ErrorContext(ctx, what, slog.Any("error", err))
+}
+
+// maintenanceEvery is how often recovery and hold timeouts are checked: the
+// safety-net interval, but often enough that a stuck run is found within
+// about half a StuckRun of going stale.
+func (e *Engine) maintenanceEvery() time.Duration {
+	return min(e.cfg.PassInterval, max(e.cfg.StuckRun/2, 10*time.Millisecond))
+}
+
+func (e *Engine) maintain(ctx context.Context) {
+	tick := time.NewTicker(e.maintenanceEvery())
+	defer tick.Stop()
+	for {
+		recovered, _, err := e.recover(ctx)
+		if err != nil {
+			e.logErr(ctx, "recovering stuck runs", err)
+		}
+		for _, r := range recovered {
+			select {
+			case e.handoff <- r:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if _, err := e.expireHolds(ctx); err != nil {
+			e.logErr(ctx, "expiring holds", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// recover takes over stale runs (and settles exhausted ones).
+func (e *Engine) recover(ctx context.Context) (recovered, exhausted []*store.Run, err error) {
+	now := e.cfg.Now()
+	recovered, exhausted, err = e.store.RunRecoverStuck(ctx, &store.RunRecoverParams{
+		RunnerID: e.cfg.RunnerID, StaleBefore: now.Add(-e.cfg.StuckRun), MaxAttempts: e.cfg.MaxRecovery,
+		Limit: 16, Now: now,
+		Events: func(r *store.Run) []store.EventAppendParams { return []store.EventAppendParams{finishedEvent(r)} },
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, r := range recovered {
+		e.log.WarnContext(ctx, "recovering stuck run", slog.String("run_id", r.ID), slog.String("item_id", r.ItemID),
+			slog.Int("attempt", r.RecoveryAttempts))
+	}
+	for _, r := range exhausted {
+		e.log.ErrorContext(ctx, "run exhausted its recoveries", slog.String("run_id", r.ID), slog.String("item_id", r.ItemID))
+		e.notify(Event{Kind: EventRunFinished, RunID: r.ID, ItemID: r.ItemID, SessionID: r.SessionID, Status: r.Status})
+	}
+	e.met.recoveries.Add(float64(len(recovered)))
+	e.met.exhausted.Add(float64(len(exhausted)))
+	return recovered, exhausted, nil
+}
+
+func finishedEvent(r *store.Run) store.EventAppendParams {
+	return store.EventAppendParams{Type: EventRunFinished, Actor: "engine", Payload: map[string]any{
+		"runId": r.ID, "status": r.Status, "errorKind": r.ErrorKind, "error": r.Error}}
+}
+
+// PassResult is what one pass did (SPEC §4.4).
+type PassResult struct {
+	Pending     int64 `json:"pending"`
+	Started     int   `json:"started"`
+	FailedItems int   `json:"failedItems"`
+	Resumed     int   `json:"resumed"`
+	Recovered   int   `json:"recovered"`
+	Exhausted   int   `json:"exhausted"`
+}
+
+// RunPass runs one pass synchronously: resume approved runs (≤5), claim and
+// run pending items (≤3 per worker), recover stuck runs and expire holds. An
+// empty queue costs one indexed count.
+func (e *Engine) RunPass(ctx context.Context) (PassResult, error) {
+	var res PassResult
+	resumed, err := e.store.RunResumeApproved(ctx, &store.RunAcquireParams{RunnerID: e.cfg.RunnerID, Limit: 5, Now: e.cfg.Now()})
+	if err != nil {
+		return res, err
+	}
+	res.Resumed = len(resumed)
+	e.met.resumed.Add(float64(len(resumed)))
+	if res.Pending, err = e.store.QueueItemCountPending(ctx); err != nil {
+		return res, err
+	}
+	var claimed []*store.Run
+	if res.Pending > 0 {
+		if claimed, err = e.claim(ctx, 3*e.cfg.Workers); err != nil {
+			return res, err
+		}
+	}
+	res.Started = len(claimed)
+	recovered, exhausted, err := e.recover(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.Recovered, res.Exhausted = len(recovered), len(exhausted)
+	if _, err := e.expireHolds(ctx); err != nil {
+		return res, err
+	}
+
+	work := append(append(append([]*store.Run{}, resumed...), claimed...), recovered...)
+	results := make([]*store.Run, len(work))
+	sem := make(chan struct{}, e.cfg.Workers)
+	var wg sync.WaitGroup
+	for i, r := range work {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results[i] = e.execute(ctx, r)
+		}()
+	}
+	wg.Wait()
+	for _, r := range results[len(resumed) : len(resumed)+len(claimed)] {
+		if r != nil && r.Settled() && r.Status != store.RunSucceeded {
+			res.FailedItems++
+		}
+	}
+	return res, ctx.Err()
+}

@@ -1,0 +1,760 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/engine/fakellm"
+	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/sqlite"
+)
+
+// clock is a movable test clock.
+type clock struct{ off atomic.Int64 }
+
+func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *clock) Advance(d time.Duration) { c.off.Add(int64(d)) }
+
+type testBundle struct {
+	path   string
+	db     *sqlite.DB
+	lib    *library.Service
+	eng    *Engine
+	clock  *clock
+	events chan Event
+	llm    *fakellm.Server
+}
+
+type setupOpts struct {
+	cfg      Config
+	noStart  bool
+	blockLLM bool
+}
+
+func setup(t *testing.T, o setupOpts) *testBundle {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "h.db")
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+	require.NoError(t, err)
+	b := &testBundle{db: db, path: path, lib: library.New(db, nil), clock: &clock{}, events: make(chan Event, 4096)}
+	b.llm = fakellm.New(o.blockLLM)
+	t.Cleanup(b.llm.Close)
+	cfg := o.cfg
+	cfg.Now = b.clock.Now
+	cfg.DisableScheduler = true
+	if cfg.Workers == 0 {
+		cfg.Workers = 4
+	}
+	cfg.RetryBase = time.Millisecond
+	models := model.NewRegistry("template", model.Config{OpenAIBaseURL: b.llm.URL, HTTPClient: b.llm.Client()})
+	b.eng = New(cfg, db, models, nil)
+	b.eng.Subscribe(func(ev Event) { b.events <- ev })
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	if !o.noStart {
+		go func() {
+			defer close(done)
+			_ = b.eng.Start(runCtx)
+		}()
+	} else {
+		close(done)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		b.llm.Unblock()
+		require.NoError(t, db.Close())
+	})
+	return b
+}
+
+// wfDoc builds a workflow memo; ¦ stands for a backtick.
+func wfDoc(command string, policy ...string) string {
+	doc := `# Workflow ` + command + `
+
+## Trigger
+- **Command** ¦` + command + `¦
+- **Status** ¦live¦
+- **Summary** test workflow
+
+## Load Contract
+- **Trigger** payload.sourceMemo
+
+## Steps
+1. **Context** Load.
+2. **Process** Draft.
+   ¦¦¦prompt
+   # {{.Payload.title}}
+
+   {{.Payload.brief}}
+   ¦¦¦
+3. **Guard** Not empty.
+   ¦¦¦guard
+   min_chars: 1
+   not_contains: FORBIDDEN
+   ¦¦¦
+4. **Output** Dispatch.
+
+## Policy
+` + "- **Timeout** ¦30s¦\n"
+	for _, p := range policy {
+		doc += "- " + p + "\n"
+	}
+	return strings.ReplaceAll(doc, "¦", "`")
+}
+
+func (b *testBundle) workflow(t *testing.T, command string, policy ...string) {
+	t.Helper()
+	m, _, err := b.lib.ImportWorkflow(context.Background(), "", wfDoc(command, policy...))
+	require.NoError(t, err)
+	w, err := b.db.WorkflowGetByMemoID(context.Background(), m.ID)
+	require.NoError(t, err)
+	require.Empty(t, w.Errors)
+	require.Equal(t, "live", w.Status)
+}
+
+func (b *testBundle) enqueue(t *testing.T, p EnqueueParams) *store.QueueItem {
+	t.Helper()
+	if p.DedupeKey == "" {
+		p.DedupeKey = store.NewID("k")
+	}
+	it, created, err := b.eng.Enqueue(context.Background(), p)
+	require.NoError(t, err)
+	require.True(t, created)
+	return it
+}
+
+// waitRun waits for an event of kind on the item's run and returns the run.
+func (b *testBundle) waitRun(t *testing.T, itemID, kind string) *store.Run {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case ev := <-b.events:
+			if ev.ItemID == itemID && ev.Kind == kind {
+				r, err := b.db.RunGetByID(context.Background(), ev.RunID)
+				require.NoError(t, err)
+				return r
+			}
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s of item %s", kind, itemID)
+		}
+	}
+}
+
+func (b *testBundle) holdOf(t *testing.T, r *store.Run) *store.Hold {
+	t.Helper()
+	require.NotEmpty(t, r.HoldID)
+	h, err := b.db.HoldGetByID(context.Background(), r.HoldID)
+	require.NoError(t, err)
+	return h
+}
+
+func (b *testBundle) user(t *testing.T, name, role, slack string) *store.User {
+	t.Helper()
+	u, err := b.db.UserCreate(context.Background(), &store.User{Username: name, PasswordHash: "x", Role: role, SlackUserID: slack})
+	require.NoError(t, err)
+	return u
+}
+
+func steward(u *store.User) Decider {
+	return Decider{UserID: u.ID, Username: u.Username, Role: u.Role}
+}
+
+func TestRunDispatchesMemo(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	b.workflow(t, "/draft")
+	it := b.enqueue(t, EnqueueParams{Command: "draft", OwnerUID: "user:u1",
+		Payload: map[string]any{"title": "Otters", "brief": "Otters hold hands.", "tags": []any{"a", "b"}, "targetNotes": "n"}})
+	require.Equal(t, "/draft", it.Command)
+	require.NotEmpty(t, it.SessionID, "a sessionless item gets an engine-minted session")
+
+	r := b.waitRun(t, it.ID, EventRunFinished)
+	require.Equal(t, store.RunSucceeded, r.Status, r.Error)
+	require.Equal(t, store.RunIDForItem(it.ID), r.ID)
+	require.Len(t, r.Steps, 4)
+	for _, s := range r.Steps {
+		require.Equal(t, StepSucceeded, s.Status)
+		require.NotNil(t, s.StartedAt)
+	}
+	require.Equal(t, 5, r.Steps[1].TokensOut, "template tokens are word counts")
+	require.Contains(t, string(r.Manifest), `"command":"/draft"`, "the manifest is stored on the run")
+	require.Contains(t, string(r.Guards), "min_chars")
+
+	m, err := b.db.MemoGetByID(ctx, r.DispatchMemoID)
+	require.NoError(t, err)
+	require.Equal(t, "Otters", m.Title, "title is the output's first # heading")
+	require.True(t, m.Unlisted)
+	require.Equal(t, []string{"a", "b"}, m.Tags)
+	require.Equal(t, "n", m.Notes)
+	require.Contains(t, m.Body, "Otters hold hands.")
+
+	item, err := b.db.QueueItemGetByID(ctx, it.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.ItemDone, item.Status)
+	require.Equal(t, r.ID, item.RunID)
+
+	ses, err := b.db.SessionGetByID(ctx, it.SessionID)
+	require.NoError(t, err)
+	require.Equal(t, store.OriginWorkflow, ses.Origin)
+	require.Equal(t, []string{"workflow:" + it.ID}, ses.Tags)
+	types := b.eventTypes(t, it.SessionID)
+	require.Equal(t, []string{"run_started", "run_step", "run_step", "run_step", "run_step", "memo_dispatched", "run_finished"}, types)
+}
+
+func (b *testBundle) eventTypes(t *testing.T, sessionID string) []string {
+	t.Helper()
+	ses, err := b.db.SessionGetByID(context.Background(), sessionID)
+	require.NoError(t, err)
+	evs, err := listEvents(b.path, sessionID)
+	require.NoError(t, err)
+	require.Equal(t, int(ses.EventCount), len(evs))
+	return evs
+}
+
+func TestEnqueueIdempotentUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{noStart: true})
+	b.workflow(t, "/draft")
+	var (
+		wg      sync.WaitGroup
+		created atomic.Int32
+		ids     sync.Map
+	)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			it, ok, err := b.eng.Enqueue(context.Background(), EnqueueParams{Command: "/draft", DedupeKey: "same"})
+			require.NoError(t, err)
+			if ok {
+				created.Add(1)
+			}
+			ids.Store(it.ID, true)
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, int32(1), created.Load())
+	n := 0
+	ids.Range(func(_, _ any) bool { n++; return true })
+	require.Equal(t, 1, n, "every enqueuer got the same item")
+	pending, err := b.db.QueueItemCountPending(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, int64(1), pending)
+}
+
+func TestEnqueueRefusals(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{noStart: true})
+	ctx := context.Background()
+	_, _, err := b.eng.Enqueue(ctx, EnqueueParams{Command: "/nope", DedupeKey: "k"})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	b.workflow(t, "/draft")
+	w, err := b.db.WorkflowGetByCommand(ctx, "/draft")
+	require.NoError(t, err)
+	_, err = b.db.WorkflowStatusSet(ctx, w.MemoID, "paused")
+	require.NoError(t, err)
+	_, _, err = b.eng.Enqueue(ctx, EnqueueParams{Command: "/draft", DedupeKey: "k"})
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.Contains(t, err.Error(), "not live")
+}
+
+func TestConcurrentRunnersNeverClaimTwice(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{noStart: true})
+	b.workflow(t, "/draft")
+	const n = 120
+	for i := range n {
+		b.enqueue(t, EnqueueParams{Command: "/draft", DedupeKey: fmt.Sprint(i)})
+	}
+	// Four engines on one store, as four replicas would be.
+	var engines []*Engine
+	for i := range 4 {
+		engines = append(engines, New(Config{Workers: 2, RunnerID: fmt.Sprint("r", i), DisableScheduler: true},
+			b.db, model.NewRegistry("template", model.Config{}), nil))
+	}
+	var (
+		mu   sync.Mutex
+		seen = map[string]int{}
+		wg   sync.WaitGroup
+	)
+	for _, e := range engines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				runs, err := e.claim(context.Background(), 3)
+				require.NoError(t, err)
+				if len(runs) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, r := range runs {
+					seen[r.ItemID]++
+				}
+				mu.Unlock()
+				for _, r := range runs {
+					e.execute(context.Background(), r)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Len(t, seen, n)
+	for id, c := range seen {
+		require.Equal(t, 1, c, "item %s claimed %d times", id, c)
+	}
+	counts, err := b.db.RunCountByStatus(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, int64(n), counts[store.RunSucceeded])
+}
+
+func TestHolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("ApproveResumesAndDispatches", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.workflow(t, "/held", "**Approval** `hold`", "**Gate label** Review it")
+		st := b.user(t, "ada", store.RoleSteward, "")
+		it := b.enqueue(t, EnqueueParams{Command: "/held", OwnerUID: "slack:U9", Payload: map[string]any{"title": "T", "brief": "body"}})
+		r := b.waitRun(t, it.ID, EventHoldOpened)
+		require.Equal(t, store.RunSuspended, r.Status)
+		require.Equal(t, StepHeld, r.Steps[3].Status)
+		h := b.holdOf(t, r)
+		require.Equal(t, store.HoldOpen, h.Status)
+		require.Equal(t, "Review it", h.GateLabel)
+		require.Contains(t, h.Preview, "body")
+
+		got, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Comment: "lgtm", Decider: steward(st), Via: "console"})
+		require.NoError(t, err)
+		require.Equal(t, store.HoldApproved, got.Status)
+		require.Equal(t, "ada", got.DecidedBy)
+		r = b.waitRun(t, it.ID, EventRunFinished)
+		require.Equal(t, store.RunSucceeded, r.Status)
+		require.NotEmpty(t, r.DispatchMemoID)
+
+		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "reject", Decider: steward(b.user(t, "bob", store.RoleAdmin, "")), Via: "api"})
+		require.ErrorIs(t, err, store.ErrConflict)
+		require.Contains(t, err.Error(), "ada", "the conflict names who decided")
+		audit, err := b.db.HoldDecisionList(ctx, h.ID)
+		require.NoError(t, err)
+		require.Len(t, audit, 2)
+		require.Equal(t, store.AttemptAccepted, audit[0].Outcome)
+		require.Equal(t, store.AttemptConflict, audit[1].Outcome)
+		types := b.eventTypes(t, it.SessionID)
+		require.Contains(t, types, "hold_opened")
+		require.Contains(t, types, "hold_decided")
+	})
+
+	t.Run("RejectCancels", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.workflow(t, "/held", "**Approval** `hold`")
+		it := b.enqueue(t, EnqueueParams{Command: "/held", Payload: map[string]any{"brief": "x"}})
+		h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
+		_, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "reject", Comment: "no", Decider: Decider{SlackUserID: "UST"}, Via: "slack"})
+		require.ErrorIs(t, err, ErrForbidden, "a Slack user who is no steward is refused")
+		b.eng.cfg.SlackStewards = []string{"UST"}
+		got, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "reject", Comment: "no", Decider: Decider{SlackUserID: "UST"}, Via: "slack"})
+		require.NoError(t, err)
+		require.Equal(t, store.HoldRejected, got.Status)
+		require.Equal(t, "slack:UST", got.DecidedBy)
+		r, err := b.db.RunGetByID(ctx, h.RunID)
+		require.NoError(t, err)
+		require.Equal(t, store.RunCancelled, r.Status)
+		require.Empty(t, r.DispatchMemoID)
+		item, err := b.db.QueueItemGetByID(ctx, it.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.ItemFailed, item.Status)
+	})
+
+	t.Run("RefusesNonStewardAndRequester", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.workflow(t, "/held", "**Approval** `hold`")
+		viewer := b.user(t, "vic", store.RoleViewer, "")
+		owner := b.user(t, "own", store.RoleSteward, "UOWN")
+		it := b.enqueue(t, EnqueueParams{Command: "/held", OwnerUID: "slack:UOWN", Payload: map[string]any{"brief": "x"}})
+		h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
+		_, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: steward(viewer), Via: "console"})
+		require.ErrorIs(t, err, ErrForbidden)
+		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: steward(owner), Via: "console"})
+		require.ErrorIs(t, err, ErrForbidden, "the requester (linked Slack id) may not approve")
+		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: Decider{SlackUserID: "UOWN"}, Via: "slack"})
+		require.ErrorIs(t, err, ErrForbidden, "nor from Slack")
+		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "maybe", Decider: steward(owner), Via: "console"})
+		require.ErrorIs(t, err, ErrInvalid)
+		cur, err := b.db.HoldGetByID(ctx, h.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.HoldOpen, cur.Status, "refusals change nothing")
+		audit, err := b.db.HoldDecisionList(ctx, h.ID)
+		require.NoError(t, err)
+		require.Len(t, audit, 3)
+		for _, a := range audit {
+			require.Equal(t, store.AttemptRefused, a.Outcome)
+		}
+	})
+
+	t.Run("SelfApprovalAllowedByPolicy", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.workflow(t, "/held", "**Approval** `hold`", "**Self approval** `allowed`")
+		owner := b.user(t, "own", store.RoleSteward, "")
+		it := b.enqueue(t, EnqueueParams{Command: "/held", OwnerUID: "user:" + owner.ID, Payload: map[string]any{"brief": "x"}})
+		h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
+		_, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: steward(owner), Via: "console"})
+		require.NoError(t, err)
+		require.Equal(t, store.RunSucceeded, b.waitRun(t, it.ID, EventRunFinished).Status)
+	})
+
+	t.Run("TwoApprovalsNeedTwoStewards", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.workflow(t, "/held", "**Approval** `hold`", "**Approvals** `2`")
+		s1, s2 := b.user(t, "s1", store.RoleSteward, ""), b.user(t, "s2", store.RoleAdmin, "")
+		it := b.enqueue(t, EnqueueParams{Command: "/held", Payload: map[string]any{"brief": "x"}})
+		h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
+		got, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: steward(s1), Via: "console"})
+		require.NoError(t, err)
+		require.Equal(t, store.HoldOpen, got.Status)
+		require.Len(t, got.Approvals, 1)
+		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: steward(s1), Via: "api"})
+		require.ErrorIs(t, err, store.ErrConflict, "one steward counts once")
+		r, err := b.db.RunGetByID(ctx, h.RunID)
+		require.NoError(t, err)
+		require.Equal(t, store.RunSuspended, r.Status)
+		got, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: steward(s2), Via: "console"})
+		require.NoError(t, err)
+		require.Equal(t, store.HoldApproved, got.Status)
+		require.Equal(t, store.RunSucceeded, b.waitRun(t, it.ID, EventRunFinished).Status)
+	})
+
+	t.Run("EditedApprovalDispatchesTheEdit", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.workflow(t, "/held", "**Approval** `hold`")
+		st := b.user(t, "ada", store.RoleSteward, "")
+		it := b.enqueue(t, EnqueueParams{Command: "/held", Payload: map[string]any{"title": "Orig", "brief": "original"}})
+		h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
+		got, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Output: "# Edited\n\nbetter text", Decider: steward(st), Via: "console"})
+		require.NoError(t, err)
+		require.Contains(t, got.Output, "original", "the hold keeps the run's own output")
+		require.Equal(t, "# Edited\n\nbetter text", *got.EditedOutput)
+		r := b.waitRun(t, it.ID, EventRunFinished)
+		m, err := b.db.MemoGetByID(ctx, r.DispatchMemoID)
+		require.NoError(t, err)
+		require.Equal(t, "Edited", m.Title)
+		require.Equal(t, "# Edited\n\nbetter text", m.Body)
+		audit, err := b.db.HoldDecisionList(ctx, h.ID)
+		require.NoError(t, err)
+		require.Equal(t, "# Edited\n\nbetter text", *audit[0].Output)
+	})
+
+	t.Run("TimeoutDecides", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true})
+		b.workflow(t, "/held", "**Approval** `hold`", "**Hold timeout** `1h`", "**On timeout** `approve`")
+		it := b.enqueue(t, EnqueueParams{Command: "/held", Payload: map[string]any{"brief": "x"}})
+		res, err := b.eng.RunPass(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Started)
+		r, err := b.db.RunGetByID(ctx, store.RunIDForItem(it.ID))
+		require.NoError(t, err)
+		require.Equal(t, store.RunSuspended, r.Status)
+		res, err = b.eng.RunPass(ctx)
+		require.NoError(t, err)
+		require.Equal(t, PassResult{}, res, "an unexpired hold is left alone")
+		b.clock.Advance(61 * time.Minute)
+		_, err = b.eng.RunPass(ctx)
+		require.NoError(t, err)
+		h := b.holdOf(t, r)
+		require.Equal(t, store.HoldApproved, h.Status)
+		require.Equal(t, "timeout", h.DecidedVia)
+		res, err = b.eng.RunPass(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Resumed)
+		r, err = b.db.RunGetByID(ctx, r.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.RunSucceeded, r.Status)
+	})
+
+	t.Run("ManualPostureHoldsYoloDoesNot", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.workflow(t, "/auto")
+		b.workflow(t, "/held", "**Approval** `hold`")
+		manual, err := b.db.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginUser, Policy: "manual"})
+		require.NoError(t, err)
+		yolo, err := b.db.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginUser, Policy: "yolo"})
+		require.NoError(t, err)
+		it := b.enqueue(t, EnqueueParams{Command: "/auto", SessionID: manual.ID, Payload: map[string]any{"brief": "x"}})
+		require.Equal(t, store.RunSuspended, b.waitRun(t, it.ID, EventHoldOpened).Status)
+		it = b.enqueue(t, EnqueueParams{Command: "/held", SessionID: yolo.ID, Payload: map[string]any{"brief": "x"}})
+		require.Equal(t, store.RunSucceeded, b.waitRun(t, it.ID, EventRunFinished).Status)
+	})
+}
+
+func TestDispatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("StubEditedByPersonConflicts", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.workflow(t, "/held", "**Approval** `hold`")
+		st := b.user(t, "ada", store.RoleSteward, "")
+		stub, err := b.db.MemoCreate(ctx, &store.MemoCreateParams{Title: "Stub", Body: "stub"})
+		require.NoError(t, err)
+		it := b.enqueue(t, EnqueueParams{Command: "/held", Payload: map[string]any{"brief": "machine text", "targetMemoId": stub.ID}})
+		h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
+		human := "the person's text"
+		_, err = b.db.MemoUpdate(ctx, &store.MemoUpdateParams{ID: stub.ID, ExpectedVersion: 1, Body: &human})
+		require.NoError(t, err)
+		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: steward(st), Via: "console"})
+		require.NoError(t, err)
+		r := b.waitRun(t, it.ID, EventRunFinished)
+		require.Equal(t, store.RunFailed, r.Status)
+		require.Equal(t, KindDispatchConflict, r.ErrorKind)
+		require.Empty(t, r.DispatchMemoID)
+		m, err := b.db.MemoGetByID(ctx, stub.ID)
+		require.NoError(t, err)
+		require.Equal(t, human, m.Body, "never clobber")
+	})
+
+	t.Run("StubUpdatedInPlace", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.workflow(t, "/draft")
+		stub, err := b.db.MemoCreate(ctx, &store.MemoCreateParams{Title: "Stub", Body: "stub"})
+		require.NoError(t, err)
+		it := b.enqueue(t, EnqueueParams{Command: "/draft", Payload: map[string]any{"brief": "filled", "targetMemoId": stub.ID}})
+		r := b.waitRun(t, it.ID, EventRunFinished)
+		require.Equal(t, store.RunSucceeded, r.Status, r.Error)
+		require.Equal(t, stub.ID, r.DispatchMemoID)
+		m, err := b.db.MemoGetByID(ctx, stub.ID)
+		require.NoError(t, err)
+		require.Contains(t, m.Body, "filled")
+		require.Equal(t, "Stub", m.Title)
+		require.Equal(t, int64(2), m.ContentVersion)
+	})
+
+	t.Run("MoveGuard", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true})
+		b.workflow(t, "/draft")
+		src, err := b.db.MemoCreate(ctx, &store.MemoCreateParams{Title: "Src", Body: "v1"})
+		require.NoError(t, err)
+		it := b.enqueue(t, EnqueueParams{Command: "/draft", Payload: map[string]any{"brief": "x",
+			"source": map[string]any{"memoId": src.ID, "contentHash": src.ContentHash, "notesHash": store.HashContent("")}}})
+		v2 := "v2"
+		_, err = b.db.MemoUpdate(ctx, &store.MemoUpdateParams{ID: src.ID, ExpectedVersion: 1, Body: &v2})
+		require.NoError(t, err)
+		res, err := b.eng.RunPass(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.FailedItems)
+		r, err := b.db.RunGetByID(ctx, store.RunIDForItem(it.ID))
+		require.NoError(t, err)
+		require.Equal(t, KindDispatchConflict, r.ErrorKind)
+		require.Contains(t, r.Error, "changed since enqueue")
+	})
+
+	t.Run("TitleFallbacks", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true})
+		doc := strings.Replace(wfDoc("/plain"), "# {{.Payload.title}}\n", "", 1)
+		_, _, err := b.lib.ImportWorkflow(ctx, "", doc)
+		require.NoError(t, err)
+		a := b.enqueue(t, EnqueueParams{Command: "/plain", Payload: map[string]any{"brief": "x", "title": "From payload"}})
+		c := b.enqueue(t, EnqueueParams{Command: "/plain", Payload: map[string]any{"brief": "x"}})
+		_, err = b.eng.RunPass(ctx)
+		require.NoError(t, err)
+		for it, want := range map[string]string{a.ID: "From payload", c.ID: "Workflow /plain — " + time.Now().UTC().Format(time.DateOnly)} {
+			r, err := b.db.RunGetByID(ctx, store.RunIDForItem(it))
+			require.NoError(t, err)
+			m, err := b.db.MemoGetByID(ctx, r.DispatchMemoID)
+			require.NoError(t, err)
+			require.Equal(t, want, m.Title)
+		}
+	})
+
+	t.Run("ReplyNeedsAThread", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true})
+		b.workflow(t, "/reply", "**Destination** `reply`")
+		it := b.enqueue(t, EnqueueParams{Command: "/reply", Payload: map[string]any{"brief": "x"}})
+		_, err := b.eng.RunPass(ctx)
+		require.NoError(t, err)
+		r, err := b.db.RunGetByID(ctx, store.RunIDForItem(it.ID))
+		require.NoError(t, err)
+		require.Equal(t, KindDispatch, r.ErrorKind)
+		require.Contains(t, r.Error, "Slack thread")
+
+		b.eng.cfg.CanReply = func(*store.Session) bool { return true }
+		it = b.enqueue(t, EnqueueParams{Command: "/reply", Payload: map[string]any{"brief": "hello thread"}})
+		_, err = b.eng.RunPass(ctx)
+		require.NoError(t, err)
+		r, err = b.db.RunGetByID(ctx, store.RunIDForItem(it.ID))
+		require.NoError(t, err)
+		require.Equal(t, store.RunSucceeded, r.Status)
+		require.Contains(t, b.eventTypes(t, it.SessionID), "assistant_message")
+	})
+
+	t.Run("GuardFails", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true})
+		b.workflow(t, "/draft")
+		it := b.enqueue(t, EnqueueParams{Command: "/draft", Payload: map[string]any{"brief": "FORBIDDEN words"}})
+		_, err := b.eng.RunPass(ctx)
+		require.NoError(t, err)
+		r, err := b.db.RunGetByID(ctx, store.RunIDForItem(it.ID))
+		require.NoError(t, err)
+		require.Equal(t, KindGuard, r.ErrorKind)
+		require.Equal(t, StepFailed, r.Steps[2].Status)
+		require.Equal(t, StepSkipped, r.Steps[3].Status)
+		require.Contains(t, string(r.Guards), `"passed":false`)
+	})
+
+	t.Run("MissingTriggerMemoFailsLoad", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true})
+		b.workflow(t, "/draft")
+		it := b.enqueue(t, EnqueueParams{Command: "/draft", Payload: map[string]any{"brief": "x", "sourceMemo": "No such memo"}})
+		_, err := b.eng.RunPass(ctx)
+		require.NoError(t, err)
+		r, err := b.db.RunGetByID(ctx, store.RunIDForItem(it.ID))
+		require.NoError(t, err)
+		require.Equal(t, KindLoad, r.ErrorKind)
+	})
+}
+
+func TestRecovery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{noStart: true, cfg: Config{StuckRun: time.Minute, MaxRecovery: 1}})
+	b.workflow(t, "/draft")
+	a := b.enqueue(t, EnqueueParams{Command: "/draft", Payload: map[string]any{"brief": "x"}})
+	// A runner that claims and dies: its runs stop heart-beating.
+	dead := New(Config{RunnerID: "dead", DisableScheduler: true}, b.db, model.NewRegistry("template", model.Config{}), nil)
+	runs, err := dead.claim(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+
+	res, err := b.eng.RunPass(ctx)
+	require.NoError(t, err)
+	require.Zero(t, res.Recovered, "a fresh heartbeat is not stuck")
+	b.clock.Advance(2 * time.Minute)
+	res, err = b.eng.RunPass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Recovered)
+	r, err := b.db.RunGetByID(ctx, store.RunIDForItem(a.ID))
+	require.NoError(t, err)
+	require.Equal(t, store.RunSucceeded, r.Status, "recovered and resumed to the end")
+	require.Equal(t, 1, r.RecoveryAttempts)
+
+	// The dead runner's late writes are fenced off.
+	require.Nil(t, dead.execute(ctx, runs[0]))
+
+	c := b.enqueue(t, EnqueueParams{Command: "/draft", Payload: map[string]any{"brief": "y"}})
+	_, err = dead.claim(ctx, 1)
+	require.NoError(t, err)
+	b.clock.Advance(2 * time.Minute)
+	rec, ex, err := b.eng.recover(ctx) // taken over, but this runner dies too
+	require.NoError(t, err)
+	require.Len(t, rec, 1)
+	require.Empty(t, ex)
+	b.clock.Advance(2 * time.Minute)
+	res, err = b.eng.RunPass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Exhausted)
+	r, err = b.db.RunGetByID(ctx, store.RunIDForItem(c.ID))
+	require.NoError(t, err)
+	require.Equal(t, store.RunRecoveryExhausted, r.Status)
+	require.Equal(t, store.RunRecoveryExhausted, r.ErrorKind)
+	item, err := b.db.QueueItemGetByID(ctx, c.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.ItemFailed, item.Status)
+	require.Contains(t, b.eventTypes(t, c.SessionID), "run_finished")
+}
+
+func TestCancelInFlightModelCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{blockLLM: true})
+	doc := strings.Replace(wfDoc("/slow"), "## Policy\n", "## Policy\n- **Model** `openai:slow-model`\n", 1)
+	_, _, err := b.lib.ImportWorkflow(ctx, "", doc)
+	require.NoError(t, err)
+	ses, err := b.db.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginUser, Policy: "auto"})
+	require.NoError(t, err)
+	it := b.enqueue(t, EnqueueParams{Command: "/slow", SessionID: ses.ID, Payload: map[string]any{"brief": "x"}})
+	select {
+	case <-b.llm.Arrived():
+	case <-time.After(10 * time.Second):
+		t.Fatal("model was never called")
+	}
+	n, err := b.eng.CancelSessionRuns(ctx, ses.ID, "ada")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	r := b.waitRun(t, it.ID, EventRunFinished)
+	require.Equal(t, store.RunCancelled, r.Status)
+	require.Equal(t, KindCancelled, r.ErrorKind)
+	require.Contains(t, r.Error, "ada")
+}
+
+func TestScheduleEnqueuesMissedSlotOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{noStart: true})
+	doc := strings.Replace(wfDoc("/tick"), "- **Status**", "- **Invoke** `every 1h`\n- **Status**", 1)
+	_, _, err := b.lib.ImportWorkflow(ctx, "", doc)
+	require.NoError(t, err)
+	list, err := b.eng.schedules(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	slot := list[0].sched.Prev(time.Now())
+	for range 2 { // two starts, one item
+		b.eng.enqueueSlot(ctx, list[0], slot)
+	}
+	n, err := b.db.QueueItemCountPending(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+}
+
+// listEvents reads a transcript's event types straight from the file (the
+// session event API belongs to the sessions feature).
+func listEvents(path, sessionID string) ([]string, error) {
+	raw, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		return nil, err
+	}
+	defer raw.Close()
+	rows, err := raw.Query(`SELECT type FROM session_events WHERE session_id = ? ORDER BY id`, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var typ string
+		if err := rows.Scan(&typ); err != nil {
+			return nil, err
+		}
+		out = append(out, typ)
+	}
+	return out, rows.Err()
+}

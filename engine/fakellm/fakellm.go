@@ -1,0 +1,102 @@
+// Package fakellm is a local server speaking the OpenAI Chat Completions
+// wire format, for tests of the engine and the binary: the openai provider
+// talks to it exactly as it would to a hosted model.
+package fakellm
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+)
+
+// Server answers POST /chat/completions. While blocked, every call waits
+// until Unblock or until the caller goes away; otherwise it echoes the last
+// user message (like the template model), so outputs are predictable.
+type Server struct {
+	*httptest.Server
+	calls   atomic.Int64
+	arrived chan struct{}
+
+	mu      sync.Mutex
+	blocked chan struct{} // nil when answering
+}
+
+// New starts a server; blocked says whether calls block from the start.
+func New(blocked bool) *Server {
+	s := &Server{arrived: make(chan struct{}, 1<<16)}
+	if blocked {
+		s.blocked = make(chan struct{})
+	}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Calls is how many requests arrived so far.
+func (s *Server) Calls() int64 { return s.calls.Load() }
+
+// Arrived receives one value per request as it arrives.
+func (s *Server) Arrived() <-chan struct{} { return s.arrived }
+
+// Unblock lets waiting and future calls answer.
+func (s *Server) Unblock() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.blocked != nil {
+		close(s.blocked)
+		s.blocked = nil
+	}
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/chat/completions" {
+		http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotFound)
+		return
+	}
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var req struct {
+		Model    string `json:"model"`
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(raw, &req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.calls.Add(1)
+	select {
+	case s.arrived <- struct{}{}:
+	default:
+	}
+	s.mu.Lock()
+	blocked := s.blocked
+	s.mu.Unlock()
+	if blocked != nil {
+		select {
+		case <-blocked:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	out := ""
+	for _, m := range req.Messages {
+		if s, ok := m.Content.(string); ok && m.Role == "user" {
+			out = s
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000, "model": req.Model,
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "logprobs": nil,
+			"message": map[string]any{"role": "assistant", "content": out, "refusal": nil}}},
+		"usage": map[string]any{"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8},
+	})
+}

@@ -1,0 +1,487 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/engine/workflow"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// Error kinds (SPEC §4.3).
+const (
+	KindCompile          = "compile"
+	KindLoad             = "load"
+	KindModelTransient   = "model_transient"
+	KindModel            = "model"
+	KindGuard            = "guard"
+	KindDispatchConflict = "dispatch_conflict"
+	KindDispatch         = "dispatch"
+	KindTimeout          = "timeout"
+	KindCancelled        = "cancelled"
+)
+
+// Step statuses on a run.
+const (
+	StepPending   = "pending"
+	StepRunning   = "running"
+	StepSucceeded = "succeeded"
+	StepFailed    = "failed"
+	StepSkipped   = "skipped"
+	StepHeld      = "held"
+)
+
+var (
+	errRunCancelled = errors.New("run cancelled")
+	errLeaseLost    = errors.New("run taken over elsewhere")
+)
+
+// checkpointAfter: a step that took at least this long is checkpointed at
+// once, so a crash does not redo it. Quicker steps are folded into the next
+// write (at the latest the settle): redoing them after a crash costs less
+// than a commit, and the heartbeat is still refreshed well within StuckRun.
+const checkpointAfter = 5 * time.Millisecond
+
+// runState is what a run must keep to resume after its last finished step.
+type runState struct {
+	Context []workflow.ContextMemo `json:"context"`
+	Output  string                 `json:"output"`
+}
+
+// stepError is a failed step with its taxonomy kind.
+type stepError struct {
+	kind string
+	err  error
+}
+
+func (s *stepError) Error() string { return s.err.Error() }
+func (s *stepError) Unwrap() error { return s.err }
+
+func failf(kind, format string, args ...any) *stepError {
+	return &stepError{kind: kind, err: fmt.Errorf(format, args...)}
+}
+
+// exec is one execution of a run by this process.
+type exec struct {
+	e        *Engine
+	run      *store.Run
+	manifest *workflow.Manifest
+	rawMan   json.RawMessage
+	manDirty bool
+	steps    []store.RunStep
+	state    runState
+	guards   []workflow.GuardOutcome
+	events   []store.EventAppendParams
+	evNotes  []Event
+	lastSave time.Time
+	log      *slog.Logger
+}
+
+// execute runs r from its first unfinished step to a settle, a suspension
+// or a lost lease. It returns the run as last written (nil if it was lost).
+func (e *Engine) execute(parent context.Context, r *store.Run) *store.Run {
+	ctx, cancel := context.WithCancelCause(parent)
+	e.mu.Lock()
+	e.inflight[r.ID] = cancel
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.inflight, r.ID)
+		e.mu.Unlock()
+		cancel(nil)
+	}()
+	x := &exec{e: e, run: r, lastSave: e.cfg.Now(),
+		log: e.log.With(slog.String("run_id", r.ID), slog.String("item_id", r.ItemID), slog.String("command", r.Command))}
+	out, err := x.runSteps(ctx)
+	if err == nil {
+		return out
+	}
+	var se *stepError
+	switch {
+	case errors.Is(err, store.ErrLeaseLost) || errors.Is(context.Cause(ctx), errLeaseLost):
+		x.log.WarnContext(parent, "run was taken over; dropping it", slog.Any("error", err))
+		return nil
+	case errors.Is(context.Cause(ctx), errRunCancelled):
+		return x.settleFailed(parent, KindCancelled, context.Cause(ctx).Error())
+	case parent.Err() != nil:
+		// Shutdown: leave the run for immediate recovery at the next start.
+		bg := context.WithoutCancel(parent)
+		if err := e.store.RunHeartbeat(bg, r.ID, r.Lease, time.Unix(1, 0)); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+			x.log.ErrorContext(bg, "releasing run at shutdown", slog.Any("error", err))
+		}
+		return nil
+	case errors.As(err, &se):
+		return x.settleFailed(parent, se.kind, se.Error())
+	default:
+		x.log.ErrorContext(parent, "run failed to persist; leaving it for recovery", slog.Any("error", err))
+		return nil
+	}
+}
+
+func (x *exec) runSteps(ctx context.Context) (*store.Run, error) {
+	if err := x.load(ctx); err != nil {
+		return nil, err
+	}
+	for i, st := range x.manifest.Steps {
+		if x.steps[i].Status == StepSucceeded {
+			continue
+		}
+		if st.Kind == workflow.KindOutput {
+			return x.output(ctx, i)
+		}
+		if err := x.step(ctx, i, st); err != nil {
+			return nil, err
+		}
+	}
+	return nil, failf(KindCompile, "workflow has no Output step")
+}
+
+// load decodes the run's manifest and state, compiling the workflow memo
+// afresh when the run has none yet (its first start).
+func (x *exec) load(ctx context.Context) error {
+	r := x.run
+	if len(r.State) > 0 {
+		if err := json.Unmarshal(r.State, &x.state); err != nil {
+			return failf(KindCompile, "run state is unreadable: %v", err)
+		}
+	}
+	if len(r.Guards) > 0 {
+		_ = json.Unmarshal(r.Guards, &x.guards)
+	}
+	if len(r.Manifest) > 0 && string(r.Manifest) != "null" {
+		x.manifest = &workflow.Manifest{}
+		if err := json.Unmarshal(r.Manifest, x.manifest); err != nil {
+			return failf(KindCompile, "stored manifest is unreadable: %v", err)
+		}
+		x.rawMan = r.Manifest
+	} else {
+		memo, err := x.e.store.MemoGetByID(ctx, r.WorkflowMemoID)
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return failf(KindCompile, "workflow memo %s no longer exists", r.WorkflowMemoID)
+			}
+			return err
+		}
+		m, errs := x.e.lib.Compile(ctx, memo.Body)
+		if len(errs) > 0 {
+			return failf(KindCompile, "workflow does not compile: %s", errs.Error())
+		}
+		x.manifest = m
+		raw, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		x.rawMan, x.manDirty = raw, true
+	}
+	x.steps = r.Steps
+	if len(x.steps) != len(x.manifest.Steps) {
+		x.steps = make([]store.RunStep, len(x.manifest.Steps))
+		for i, st := range x.manifest.Steps {
+			x.steps[i] = store.RunStep{Kind: st.Kind, Status: StepPending}
+		}
+	}
+	return nil
+}
+
+// step runs one non-Output step and records it.
+func (x *exec) step(ctx context.Context, i int, st workflow.Step) error {
+	start := x.e.cfg.Now()
+	rec := &x.steps[i]
+	*rec = store.RunStep{Kind: st.Kind, Status: StepRunning, StartedAt: &start}
+	stop := x.heartbeatDuring(ctx)
+	err := x.doStep(ctx, rec, st)
+	stop()
+	dur := x.e.cfg.Now().Sub(start)
+	rec.DurationMs = dur.Milliseconds()
+	x.e.met.stepDuration.WithLabelValues(st.Kind).Observe(dur.Seconds())
+	if err != nil {
+		var se *stepError
+		if errors.As(err, &se) {
+			rec.Status, rec.ErrorKind, rec.Error = StepFailed, se.kind, se.Error()
+		}
+		return err
+	}
+	rec.Status = StepSucceeded
+	x.stepEvent(i)
+	if dur >= checkpointAfter || x.e.cfg.Now().Sub(x.lastSave) > x.e.cfg.StuckRun/3 {
+		return x.checkpoint(ctx)
+	}
+	return nil
+}
+
+func (x *exec) stepEvent(i int) {
+	s := x.steps[i]
+	x.events = append(x.events, store.EventAppendParams{Type: EventRunStep, Actor: "engine",
+		Payload: map[string]any{"runId": x.run.ID, "step": i + 1, "kind": s.Kind, "status": s.Status}})
+	x.evNotes = append(x.evNotes, Event{Kind: EventRunStep, RunID: x.run.ID, ItemID: x.run.ItemID, SessionID: x.run.SessionID, Status: s.Status})
+}
+
+// heartbeatDuring keeps a long step's run fresh so recovery does not take a
+// run that is merely slow; a lost lease cancels the step.
+func (x *exec) heartbeatDuring(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(max(x.e.cfg.StuckRun/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				err := x.e.store.RunHeartbeat(ctx, x.run.ID, x.run.Lease, x.e.cfg.Now())
+				if errors.Is(err, store.ErrLeaseLost) {
+					if cancel := x.e.cancelFunc(x.run.ID); cancel != nil {
+						cancel(errLeaseLost)
+					}
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+func (e *Engine) cancelFunc(runID string) context.CancelCauseFunc {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.inflight[runID]
+}
+
+func (x *exec) doStep(ctx context.Context, rec *store.RunStep, st workflow.Step) error {
+	switch st.Kind {
+	case workflow.KindContext:
+		return x.loadContext(ctx)
+	case workflow.KindProcess:
+		return x.process(ctx, rec, st)
+	case workflow.KindGuard:
+		outcomes := st.Guard.Check(x.state.Output)
+		x.guards = append(x.guards, outcomes...)
+		if !workflow.Passed(outcomes) {
+			var failed []string
+			for _, o := range outcomes {
+				if !o.Passed {
+					failed = append(failed, o.Check+": "+o.Detail)
+				}
+			}
+			return failf(KindGuard, "guard failed: %s", strings.Join(failed, "; "))
+		}
+		return nil
+	}
+	return failf(KindCompile, "unknown step kind %q", st.Kind)
+}
+
+// loadContext loads the Load Contract: Gate and Hook always (a missing one
+// fails the run), Trigger when its payload field is set, Search top 5.
+func (x *exec) loadContext(ctx context.Context) error {
+	var out []workflow.ContextMemo
+	for _, l := range x.manifest.Loads {
+		switch l.Class {
+		case workflow.LoadGate, workflow.LoadHook:
+			m, err := x.findMemo(ctx, l.Value)
+			if err != nil {
+				return failf(KindLoad, "%s memo %q (line %d): %v", l.Class, l.Value, l.Line, err)
+			}
+			out = append(out, workflow.ContextMemo{Class: l.Class, Title: m.Title, Body: m.Body})
+		case workflow.LoadTrigger:
+			name, _ := payloadPath(x.run.Payload, l.Value).(string)
+			if name == "" {
+				continue
+			}
+			m, err := x.findMemo(ctx, name)
+			if err != nil {
+				return failf(KindLoad, "trigger memo %q named by %s: %v", name, l.Value, err)
+			}
+			out = append(out, workflow.ContextMemo{Class: l.Class, Title: m.Title, Body: m.Body})
+		case workflow.LoadSearch:
+			ms, err := x.e.store.MemoSearch(ctx, &store.MemoSearchParams{Query: l.Value, Limit: 5})
+			if err != nil {
+				return failf(KindLoad, "search %q: %v", l.Value, err)
+			}
+			for _, m := range ms {
+				out = append(out, workflow.ContextMemo{Class: l.Class, Title: m.Title, Body: m.Body})
+			}
+		}
+	}
+	x.state.Context = out
+	return nil
+}
+
+func (x *exec) findMemo(ctx context.Context, name string) (*store.Memo, error) {
+	m, err := x.e.store.MemoGetByID(ctx, name)
+	if err == nil {
+		return m, nil
+	}
+	m, err = x.e.store.MemoGetByTitle(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("no memo has that title or id")
+	}
+	return m, err
+}
+
+// payloadPath resolves "payload.a.b" against the payload.
+func payloadPath(payload map[string]any, path string) any {
+	var cur any = payload
+	for _, part := range strings.Split(strings.TrimPrefix(path, "payload."), ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[part]
+	}
+	return cur
+}
+
+func (x *exec) promptData(ctx context.Context) workflow.PromptData {
+	d := workflow.PromptData{Payload: x.run.Payload, Context: x.state.Context, Workflow: x.manifest, Session: map[string]any{}}
+	if x.run.SessionID != "" {
+		if s, err := x.e.store.SessionGetByID(ctx, x.run.SessionID); err == nil {
+			d.Session = map[string]any{"id": s.ID, "title": s.Title, "tags": s.Tags, "context": s.Context,
+				"policy": s.Policy, "origin": s.Origin, "platform": s.Platform}
+		}
+	}
+	return d
+}
+
+// process renders the prompt and calls the model under the step timeout,
+// retrying transient errors up to Policy.Retries.
+func (x *exec) process(ctx context.Context, rec *store.RunStep, st workflow.Step) error {
+	prompt, err := st.Render(x.promptData(ctx))
+	if err != nil {
+		return failf(KindCompile, "%v", err)
+	}
+	m, err := x.e.models.Get(x.manifest.Policy.Model)
+	if err != nil {
+		return failf(KindModel, "%v", err)
+	}
+	sctx := ctx
+	if d := x.manifest.Policy.Timeout; d > 0 {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	resp, attempts, err := model.CompleteWithRetry(sctx, m, model.Request{
+		Messages: []model.Message{{Role: model.RoleUser, Content: prompt}},
+	}, x.manifest.Policy.Retries, x.e.cfg.RetryBase)
+	rec.Attempts = attempts
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded) || sctx.Err() != nil:
+			return failf(KindTimeout, "step timed out after %s: %v", x.manifest.Policy.Timeout, err)
+		case model.IsTransient(err):
+			return failf(KindModelTransient, "%v", err)
+		default:
+			return failf(KindModel, "%v", err)
+		}
+	}
+	rec.TokensIn, rec.TokensOut = resp.TokensIn, resp.TokensOut
+	x.state.Output = resp.Content
+	return nil
+}
+
+func (x *exec) stateJSON() json.RawMessage {
+	b, _ := json.Marshal(x.state)
+	return b
+}
+
+func (x *exec) guardsJSON() json.RawMessage {
+	if x.guards == nil {
+		return json.RawMessage("[]")
+	}
+	b, _ := json.Marshal(x.guards)
+	return b
+}
+
+func (x *exec) manifestArg() json.RawMessage {
+	if x.manDirty {
+		return x.rawMan
+	}
+	return nil
+}
+
+// checkpoint writes progress, pending transcript lines and the heartbeat.
+func (x *exec) checkpoint(ctx context.Context) error {
+	err := x.e.store.RunCheckpoint(ctx, &store.RunCheckpointParams{RunID: x.run.ID, Lease: x.run.Lease, Now: x.e.cfg.Now(),
+		Manifest: x.manifestArg(), Steps: x.steps, State: x.stateJSON(), Guards: x.guardsJSON(), Events: x.events})
+	if err != nil {
+		return err
+	}
+	x.flushed()
+	return nil
+}
+
+func (x *exec) flushed() {
+	x.manDirty = false
+	x.events = nil
+	x.lastSave = x.e.cfg.Now()
+	x.e.notify(x.evNotes...)
+	x.evNotes = nil
+}
+
+// settleFailed ends the run as failed (or cancelled) with kind.
+func (x *exec) settleFailed(ctx context.Context, kind, msg string) *store.Run {
+	status := store.RunFailed
+	if kind == KindCancelled {
+		status = store.RunCancelled
+	}
+	for i := range x.steps {
+		switch x.steps[i].Status {
+		case StepPending, StepHeld:
+			x.steps[i].Status = StepSkipped
+		case StepRunning:
+			x.steps[i].Status, x.steps[i].ErrorKind, x.steps[i].Error = StepFailed, kind, msg
+		}
+	}
+	return x.settle(ctx, status, kind, msg, nil)
+}
+
+func (x *exec) settle(ctx context.Context, status, kind, msg string, dispatch *store.DispatchParams,
+	extra ...func(*store.Run, *store.Memo) []store.EventAppendParams) *store.Run {
+	ctx = context.WithoutCancel(ctx) // a settle must not be torn by shutdown
+	var memo *store.Memo
+	r, err := x.e.store.RunSettle(ctx, &store.RunSettleParams{RunID: x.run.ID, Lease: x.run.Lease, Now: x.e.cfg.Now(),
+		Status: status, ErrorKind: kind, Error: msg, Manifest: x.manifestArg(), Steps: x.steps, State: x.stateJSON(),
+		Guards: x.guardsJSON(), Dispatch: dispatch,
+		Events: func(r *store.Run, m *store.Memo) []store.EventAppendParams {
+			memo = m
+			evs := x.events
+			for _, f := range extra {
+				evs = append(evs, f(r, m)...)
+			}
+			return append(evs, finishedEvent(r))
+		}})
+	if err != nil {
+		if dispatch != nil && errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrLeaseLost) {
+			x.log.WarnContext(ctx, "dispatch refused", slog.Any("error", err))
+			x.steps[len(x.steps)-1].Status = StepFailed
+			x.steps[len(x.steps)-1].ErrorKind = KindDispatchConflict
+			x.steps[len(x.steps)-1].Error = err.Error()
+			return x.settle(ctx, store.RunFailed, KindDispatchConflict, err.Error(), nil)
+		}
+		if errors.Is(err, store.ErrLeaseLost) {
+			x.log.WarnContext(ctx, "run was taken over before it settled", slog.Any("error", err))
+		} else {
+			x.log.ErrorContext(ctx, "settling run", slog.Any("error", err))
+		}
+		return nil
+	}
+	x.flushed()
+	if memo != nil {
+		x.e.notify(Event{Kind: EventMemoDispatched, RunID: r.ID, ItemID: r.ItemID, SessionID: r.SessionID, Status: r.Status})
+	}
+	x.e.notify(Event{Kind: EventRunFinished, RunID: r.ID, ItemID: r.ItemID, SessionID: r.SessionID, Status: r.Status})
+	x.e.met.finished.WithLabelValues(r.Status).Inc()
+	if status != store.RunSucceeded {
+		x.log.InfoContext(ctx, "run ended", slog.String("status", status), slog.String("error_kind", kind), slog.String("error", msg))
+	}
+	return r
+}

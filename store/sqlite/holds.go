@@ -1,0 +1,302 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+const holdColumns = `id, run_id, item_id, session_id, owner_uid, command, workflow_name, gate_label, status, preview, output,
+	approvals, required_approvals, self_approval, decided_by, decided_via, decided_at, comment, edited_output,
+	expires_at, on_timeout, created_at`
+
+func scanHold(row interface{ Scan(...any) error }) (*store.Hold, error) {
+	var (
+		h                          store.Hold
+		approvals, created         string
+		selfApproval               int
+		decidedAt, edited, expires sql.NullString
+	)
+	if err := row.Scan(&h.ID, &h.RunID, &h.ItemID, &h.SessionID, &h.OwnerUID, &h.Command, &h.WorkflowName, &h.GateLabel,
+		&h.Status, &h.Preview, &h.Output, &approvals, &h.RequiredApprovals, &selfApproval, &h.DecidedBy, &h.DecidedVia,
+		&decidedAt, &h.Comment, &edited, &expires, &h.OnTimeout, &created); err != nil {
+		return nil, interpretError(err)
+	}
+	h.Approvals = []store.HoldApproval{}
+	_ = json.Unmarshal([]byte(approvals), &h.Approvals)
+	h.SelfApproval = selfApproval != 0
+	h.DecidedAt, h.ExpiresAt = nullTime(decidedAt), nullTime(expires)
+	if edited.Valid {
+		s := edited.String
+		h.EditedOutput = &s
+	}
+	h.CreatedAt = parseTime(created)
+	return &h, nil
+}
+
+// approvalRow keeps the decider key, which HoldApproval hides from JSON
+// answers but the store needs to count distinct stewards.
+type approvalRow struct {
+	By      string    `json:"by"`
+	Key     string    `json:"key"`
+	Via     string    `json:"via"`
+	At      time.Time `json:"at"`
+	Comment string    `json:"comment"`
+}
+
+func holdGet(ctx context.Context, q queryRower, id string) (*store.Hold, error) {
+	return scanHold(q.QueryRowContext(ctx, `SELECT `+holdColumns+` FROM holds WHERE id = ?`, id))
+}
+
+// HoldGetByID reads one hold.
+func (db *DB) HoldGetByID(ctx context.Context, id string) (*store.Hold, error) {
+	h, err := holdGet(ctx, db.r, id)
+	if err != nil {
+		return nil, fmt.Errorf("hold %s: %w", id, err)
+	}
+	return h, nil
+}
+
+func (db *DB) holdQuery(ctx context.Context, q string, args ...any) ([]*store.Hold, error) {
+	rows, err := db.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("hold list: %w", err)
+	}
+	defer rows.Close()
+	out := []*store.Hold{}
+	for rows.Next() {
+		h, err := scanHold(rows)
+		if err != nil {
+			return nil, fmt.Errorf("hold list: %w", err)
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// HoldList lists holds: open ones oldest first (the queue a steward works
+// through), decided ones newest first.
+func (db *DB) HoldList(ctx context.Context, p *store.HoldListParams) ([]*store.Hold, error) {
+	limit := p.Limit
+	if limit <= 0 || limit > 500 {
+		limit = 100
+	}
+	q := `SELECT ` + holdColumns + ` FROM holds`
+	var args []any
+	switch {
+	case p.SessionID != "" && p.Status != "":
+		q += ` WHERE session_id = ? AND status = ?`
+		args = append(args, p.SessionID, p.Status)
+	case p.SessionID != "":
+		q += ` WHERE session_id = ?`
+		args = append(args, p.SessionID)
+	case p.Status != "":
+		q += ` WHERE status = ?`
+		args = append(args, p.Status)
+	}
+	if p.Status == store.HoldOpen {
+		q += ` ORDER BY created_at LIMIT ?`
+	} else {
+		q += ` ORDER BY created_at DESC LIMIT ?`
+	}
+	return db.holdQuery(ctx, q, append(args, limit)...)
+}
+
+// HoldCountOpen counts open holds.
+func (db *DB) HoldCountOpen(ctx context.Context) (int64, error) {
+	var n int64
+	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM holds WHERE status = 'open'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("hold count: %w", err)
+	}
+	return n, nil
+}
+
+// HoldListExpired lists open holds past their timeout.
+func (db *DB) HoldListExpired(ctx context.Context, now time.Time, limit int) ([]*store.Hold, error) {
+	return db.holdQuery(ctx, `SELECT `+holdColumns+` FROM holds
+		WHERE status = 'open' AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?`,
+		formatTime(now), max(limit, 1))
+}
+
+func auditTx(ctx context.Context, tx *sql.Tx, d *store.HoldDecision, now time.Time) error {
+	var out any
+	if d.Output != nil {
+		out = *d.Output
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO hold_decisions (hold_id, run_id, decision, decided_by, via, comment, output,
+		outcome, reason, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		d.HoldID, d.RunID, d.Decision, d.DecidedBy, d.Via, d.Comment, out, d.Outcome, d.Reason, formatTime(now))
+	return err
+}
+
+// HoldDecisionAppend audits an attempt the engine refused.
+func (db *DB) HoldDecisionAppend(ctx context.Context, d *store.HoldDecision) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error { return auditTx(ctx, tx, d, nowOr(d.CreatedAt)) })
+	if err != nil {
+		return fmt.Errorf("hold audit %s: %w", d.HoldID, err)
+	}
+	return nil
+}
+
+// HoldDecisionList lists a hold's audited attempts, oldest first.
+func (db *DB) HoldDecisionList(ctx context.Context, holdID string) ([]*store.HoldDecision, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT id, hold_id, run_id, decision, decided_by, via, comment, output, outcome,
+		reason, created_at FROM hold_decisions WHERE hold_id = ? ORDER BY id`, holdID)
+	if err != nil {
+		return nil, fmt.Errorf("hold audit list: %w", err)
+	}
+	defer rows.Close()
+	out := []*store.HoldDecision{}
+	for rows.Next() {
+		var (
+			d       store.HoldDecision
+			output  sql.NullString
+			created string
+		)
+		if err := rows.Scan(&d.ID, &d.HoldID, &d.RunID, &d.Decision, &d.DecidedBy, &d.Via, &d.Comment, &output,
+			&d.Outcome, &d.Reason, &created); err != nil {
+			return nil, fmt.Errorf("hold audit list: %w", err)
+		}
+		if output.Valid {
+			s := output.String
+			d.Output = &s
+		}
+		d.CreatedAt = parseTime(created)
+		out = append(out, &d)
+	}
+	return out, rows.Err()
+}
+
+// HoldDecide applies one decision attempt. Conflicts are audited and
+// committed, then reported as ErrConflict.
+func (db *DB) HoldDecide(ctx context.Context, p *store.HoldDecideParams) (*store.Hold, error) {
+	var (
+		h       *store.Hold
+		refusal error
+	)
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		refusal = nil
+		now := nowOr(p.Now)
+		ts := formatTime(now)
+		cur, err := holdGet(ctx, tx, p.HoldID)
+		if err != nil {
+			return err
+		}
+		audit := &store.HoldDecision{HoldID: cur.ID, RunID: cur.RunID, Decision: p.Decision, DecidedBy: p.DecidedBy,
+			Via: p.Via, Comment: p.Comment, Output: p.Output, Outcome: store.AttemptAccepted}
+		conflict := func(format string, args ...any) error {
+			audit.Outcome = store.AttemptConflict
+			audit.Reason = fmt.Sprintf(format, args...)
+			refusal = fmt.Errorf("%w: %s", store.ErrConflict, audit.Reason)
+			h = cur
+			return auditTx(ctx, tx, audit, now)
+		}
+		if cur.Status != store.HoldOpen {
+			when := ""
+			if cur.DecidedAt != nil {
+				when = " at " + cur.DecidedAt.Format(time.RFC3339)
+			}
+			return conflict("hold %s was already %s by %s via %s%s", cur.ID, cur.Status, cur.DecidedBy, cur.DecidedVia, when)
+		}
+		var rows []approvalRow
+		var approvals string
+		if err := tx.QueryRowContext(ctx, `SELECT approvals FROM holds WHERE id = ?`, cur.ID).Scan(&approvals); err != nil {
+			return err
+		}
+		_ = json.Unmarshal([]byte(approvals), &rows)
+
+		decided := false
+		status := cur.Status
+		switch p.Decision {
+		case "approve":
+			for _, a := range rows {
+				if a.Key == p.DeciderKey && !p.Force {
+					return conflict("%s already approved hold %s; it needs %d distinct stewards", p.DecidedBy, cur.ID, cur.RequiredApprovals)
+				}
+			}
+			rows = append(rows, approvalRow{By: p.DecidedBy, Key: p.DeciderKey, Via: p.Via, At: now, Comment: p.Comment})
+			if p.Force || len(rows) >= cur.RequiredApprovals {
+				decided, status = true, store.HoldApproved
+			} else {
+				audit.Reason = fmt.Sprintf("approval %d of %d", len(rows), cur.RequiredApprovals)
+			}
+		case "reject":
+			decided, status = true, store.HoldRejected
+		default:
+			return fmt.Errorf("decision must be approve or reject, got %q", p.Decision)
+		}
+		var edited any
+		if p.Output != nil {
+			edited = *p.Output
+		} else if cur.EditedOutput != nil {
+			edited = *cur.EditedOutput
+		}
+		if !decided {
+			if _, err := tx.ExecContext(ctx, `UPDATE holds SET approvals = ?, edited_output = ? WHERE id = ?`,
+				encodeJSON(rows), edited, cur.ID); err != nil {
+				return err
+			}
+		} else {
+			if _, err := tx.ExecContext(ctx, `UPDATE holds SET status = ?, approvals = ?, decided_by = ?, decided_via = ?,
+				decided_at = ?, comment = ?, edited_output = ? WHERE id = ?`,
+				status, encodeJSON(rows), p.DecidedBy, p.Via, ts, p.Comment, edited, cur.ID); err != nil {
+				return err
+			}
+			run, err := runGet(ctx, tx, cur.RunID)
+			if err != nil {
+				return err
+			}
+			if run.Status != store.RunSuspended {
+				return fmt.Errorf("%w: run %s is %s, not suspended", store.ErrConflict, run.ID, run.Status)
+			}
+			if status == store.HoldApproved {
+				// The decision is recorded on the run: that, not the hold
+				// row, is what lets the runner resume it.
+				if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET decision = 'approved', decided_output = ?,
+					updated_at = ? WHERE id = ?`, edited, ts, run.ID); err != nil {
+					return err
+				}
+			} else {
+				msg := "rejected by " + p.DecidedBy
+				if p.Comment != "" {
+					msg += ": " + p.Comment
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET decision = 'rejected' WHERE id = ?`, run.ID); err != nil {
+					return err
+				}
+				if err := settleTx(ctx, tx, run, store.RunCancelled, store.ItemFailed, "cancelled", msg, nil, nil, nil, "", now); err != nil {
+					return err
+				}
+			}
+			if run, err = runGet(ctx, tx, cur.RunID); err != nil {
+				return err
+			}
+			if h, err = holdGet(ctx, tx, cur.ID); err != nil {
+				return err
+			}
+			if p.Events != nil {
+				if err := appendEventList(ctx, tx, run.SessionID, p.Events(h, run)); err != nil {
+					return err
+				}
+			}
+		}
+		if err := auditTx(ctx, tx, audit, now); err != nil {
+			return err
+		}
+		if h == nil {
+			h, err = holdGet(ctx, tx, cur.ID)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hold decide %s: %w", p.HoldID, err)
+	}
+	if refusal != nil {
+		return h, refusal
+	}
+	return h, nil
+}

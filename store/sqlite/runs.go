@@ -1,0 +1,439 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// Runs are read joined with their item for the payload and stub version.
+const runColumns = `r.id, r.item_id, r.workflow_memo_id, r.command, r.session_id, r.owner_uid, i.payload, i.target_version,
+	r.status, r.manifest, r.steps, r.state, r.guards, r.error_kind, r.error, r.hold_id, r.decision, r.decided_output,
+	r.dispatch_memo_id, r.lease, r.runner_id, r.heartbeat_at, r.recovery_attempts, r.created_at, r.updated_at, r.finished_at`
+
+const runFrom = ` FROM workflow_runs r JOIN workflow_queue_items i ON i.id = r.item_id`
+
+func scanRun(row interface{ Scan(...any) error }) (*store.Run, error) {
+	var (
+		r                                  store.Run
+		payload, manifest, steps, state    string
+		guards, heartbeat, created, update string
+		decided                            sql.NullString
+		finished                           sql.NullString
+	)
+	if err := row.Scan(&r.ID, &r.ItemID, &r.WorkflowMemoID, &r.Command, &r.SessionID, &r.OwnerUID, &payload, &r.TargetVersion,
+		&r.Status, &manifest, &steps, &state, &guards, &r.ErrorKind, &r.Error, &r.HoldID, &r.Decision, &decided,
+		&r.DispatchMemoID, &r.Lease, &r.RunnerID, &heartbeat, &r.RecoveryAttempts, &created, &update, &finished); err != nil {
+		return nil, interpretError(err)
+	}
+	r.Payload = decodeMap(payload)
+	r.Manifest, r.State, r.Guards = json.RawMessage(manifest), json.RawMessage(state), json.RawMessage(guards)
+	r.Steps = []store.RunStep{}
+	_ = json.Unmarshal([]byte(steps), &r.Steps)
+	if decided.Valid {
+		s := decided.String
+		r.DecidedOutput = &s
+	}
+	r.HeartbeatAt, r.CreatedAt, r.UpdatedAt = parseTime(heartbeat), parseTime(created), parseTime(update)
+	r.FinishedAt = nullTime(finished)
+	return &r, nil
+}
+
+func runGet(ctx context.Context, q queryRower, id string) (*store.Run, error) {
+	return scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+runFrom+` WHERE r.id = ?`, id))
+}
+
+// RunGetByID reads one run.
+func (db *DB) RunGetByID(ctx context.Context, id string) (*store.Run, error) {
+	r, err := runGet(ctx, db.r, id)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// RunList lists runs newest first, by status or session when given.
+func (db *DB) RunList(ctx context.Context, p *store.RunListParams) ([]*store.Run, error) {
+	limit := p.Limit
+	if limit <= 0 || limit > 500 {
+		limit = 100
+	}
+	q := `SELECT ` + runColumns + runFrom
+	var args []any
+	switch {
+	case p.SessionID != "" && p.Status != "":
+		q += ` WHERE r.session_id = ? AND r.status = ?`
+		args = append(args, p.SessionID, p.Status)
+	case p.SessionID != "":
+		q += ` WHERE r.session_id = ?`
+		args = append(args, p.SessionID)
+	case p.Status != "":
+		q += ` WHERE r.status = ?`
+		args = append(args, p.Status)
+	}
+	q += ` ORDER BY r.created_at DESC LIMIT ?`
+	args = append(args, limit)
+	rows, err := db.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("run list: %w", err)
+	}
+	defer rows.Close()
+	out := []*store.Run{}
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("run list: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// RunCountByStatus counts runs per status (for metrics).
+func (db *DB) RunCountByStatus(ctx context.Context) (map[string]int64, error) {
+	return db.countBy(ctx, `SELECT status, COUNT(*) FROM workflow_runs GROUP BY status`,
+		store.RunRunning, store.RunSuspended, store.RunSucceeded, store.RunFailed, store.RunCancelled, store.RunRecoveryExhausted)
+}
+
+// fence checks that the caller still holds the run; every runner write goes
+// through it, so a runner whose run was recovered elsewhere stops writing.
+func fence(ctx context.Context, tx *sql.Tx, runID string, lease int64) (*store.Run, error) {
+	r, err := runGet(ctx, tx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if r.Lease != lease || r.Status != store.RunRunning {
+		return nil, fmt.Errorf("%w: run %s is %s at lease %d, writer holds lease %d", store.ErrLeaseLost, runID, r.Status, r.Lease, lease)
+	}
+	return r, nil
+}
+
+func rawOr(raw json.RawMessage, cur json.RawMessage) string {
+	if raw == nil {
+		return string(cur)
+	}
+	return string(raw)
+}
+
+func stepsOr(steps []store.RunStep, cur []store.RunStep) string {
+	if steps == nil {
+		return encodeJSON(cur)
+	}
+	return encodeJSON(steps)
+}
+
+func checkpointTx(ctx context.Context, tx *sql.Tx, p *store.RunCheckpointParams, status string) (*store.Run, error) {
+	cur, err := fence(ctx, tx, p.RunID, p.Lease)
+	if err != nil {
+		return nil, err
+	}
+	ts := formatTime(nowOr(p.Now))
+	_, err = tx.ExecContext(ctx, `UPDATE workflow_runs SET status = ?, manifest = ?, steps = ?, state = ?, guards = ?,
+		heartbeat_at = ?, updated_at = ? WHERE id = ?`,
+		status, rawOr(p.Manifest, cur.Manifest), stepsOr(p.Steps, cur.Steps), rawOr(p.State, cur.State),
+		rawOr(p.Guards, cur.Guards), ts, ts, p.RunID)
+	if err != nil {
+		return nil, err
+	}
+	if err := appendEventList(ctx, tx, cur.SessionID, p.Events); err != nil {
+		return nil, err
+	}
+	return cur, nil
+}
+
+// RunCheckpoint records progress and refreshes the heartbeat.
+func (db *DB) RunCheckpoint(ctx context.Context, p *store.RunCheckpointParams) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		_, err := checkpointTx(ctx, tx, p, store.RunRunning)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("run checkpoint %s: %w", p.RunID, err)
+	}
+	return nil
+}
+
+// RunHeartbeat refreshes only the heartbeat, for long steps.
+func (db *DB) RunHeartbeat(ctx context.Context, runID string, lease int64, now time.Time) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET heartbeat_at = ? WHERE id = ? AND lease = ? AND status = 'running'`,
+			formatTime(nowOr(now)), runID, lease)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("%w: run %s", store.ErrLeaseLost, runID)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("run heartbeat %s: %w", runID, err)
+	}
+	return nil
+}
+
+// RunSuspend checkpoints the run, opens its hold and suspends it, together.
+func (db *DB) RunSuspend(ctx context.Context, p *store.RunSuspendParams) (*store.Hold, error) {
+	var h *store.Hold
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := checkpointTx(ctx, tx, &p.RunCheckpointParams, store.RunSuspended); err != nil {
+			return err
+		}
+		hp := p.Hold
+		ts := formatTime(nowOr(p.Now))
+		if _, err := tx.ExecContext(ctx, `INSERT INTO holds (id, run_id, item_id, session_id, owner_uid, command,
+			workflow_name, gate_label, status, preview, output, required_approvals, self_approval, expires_at, on_timeout, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?)`,
+			hp.ID, p.RunID, hp.ItemID, hp.SessionID, hp.OwnerUID, hp.Command, hp.WorkflowName, hp.GateLabel,
+			hp.Preview, hp.Output, max(hp.RequiredApprovals, 1), boolInt(hp.SelfApproval), nullTimeArg(hp.ExpiresAt),
+			hp.OnTimeout, ts); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET hold_id = ? WHERE id = ?`, hp.ID, p.RunID); err != nil {
+			return err
+		}
+		var err error
+		h, err = holdGet(ctx, tx, hp.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("run suspend %s: %w", p.RunID, err)
+	}
+	return h, nil
+}
+
+// RunSettle ends a run; a memo dispatch commits with it or not at all.
+func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.Run, error) {
+	var out *store.Run
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		cur, err := fence(ctx, tx, p.RunID, p.Lease)
+		if err != nil {
+			return err
+		}
+		var memo *store.Memo
+		if d := p.Dispatch; d != nil {
+			if memo, err = dispatchTx(ctx, tx, d); err != nil {
+				return err
+			}
+		}
+		memoID := ""
+		if memo != nil {
+			memoID = memo.ID
+		}
+		if p.Manifest != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET manifest = ? WHERE id = ?`, string(p.Manifest), p.RunID); err != nil {
+				return err
+			}
+		}
+		if err := settleTx(ctx, tx, cur, p.Status, p.ItemStatus, p.ErrorKind, p.Error, p.Steps, p.State, p.Guards, memoID, nowOr(p.Now)); err != nil {
+			return err
+		}
+		if out, err = runGet(ctx, tx, p.RunID); err != nil {
+			return err
+		}
+		if p.Events != nil {
+			return appendEventList(ctx, tx, cur.SessionID, p.Events(out, memo))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("run settle %s: %w", p.RunID, err)
+	}
+	return out, nil
+}
+
+func settleTx(ctx context.Context, tx *sql.Tx, cur *store.Run, status, itemStatus, errKind, errMsg string,
+	steps []store.RunStep, state, guards json.RawMessage, memoID string, now time.Time) error {
+	ts := formatTime(now)
+	if itemStatus == "" {
+		itemStatus = store.ItemFailed
+		if status == store.RunSucceeded {
+			itemStatus = store.ItemDone
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET status = ?, error_kind = ?, error = ?, steps = ?, state = ?,
+		guards = ?, dispatch_memo_id = CASE WHEN ? = '' THEN dispatch_memo_id ELSE ? END, lease = lease + 1,
+		heartbeat_at = ?, updated_at = ?, finished_at = ? WHERE id = ?`,
+		status, errKind, errMsg, stepsOr(steps, cur.Steps), rawOr(state, cur.State), rawOr(guards, cur.Guards),
+		memoID, memoID, ts, ts, ts, cur.ID); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE workflow_queue_items SET status = ?, settled_at = ? WHERE id = ?`, itemStatus, ts, cur.ItemID)
+	return err
+}
+
+// dispatchTx writes the run's memo. The move guard and the stub's
+// compare-and-set both answer ErrConflict, which rolls back the settle.
+func dispatchTx(ctx context.Context, tx *sql.Tx, d *store.DispatchParams) (*store.Memo, error) {
+	if g := d.MoveGuard; g != nil {
+		src, err := memoGet(ctx, tx, g.MemoID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("%w: source memo %s no longer exists", store.ErrConflict, g.MemoID)
+		} else if err != nil {
+			return nil, err
+		}
+		if g.ContentHash != "" && src.ContentHash != g.ContentHash {
+			return nil, fmt.Errorf("%w: source memo %s changed since enqueue (content hash differs)", store.ErrConflict, g.MemoID)
+		}
+		if g.NotesHash != "" && store.HashContent(src.Notes) != g.NotesHash {
+			return nil, fmt.Errorf("%w: source memo %s changed since enqueue (notes hash differs)", store.ErrConflict, g.MemoID)
+		}
+	}
+	switch {
+	case d.Update != nil:
+		m, err := memoUpdateTx(ctx, tx, d.Update)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("target memo %s: %w", d.Update.ID, err)
+		}
+		return m, err
+	case d.Create != nil:
+		return memoCreateTx(ctx, tx, store.NewID("mem"), d.Create)
+	}
+	return nil, nil
+}
+
+// acquire stamps runs returned by sel (ids) as taken by runnerID and returns
+// them re-read.
+func acquireTx(ctx context.Context, tx *sql.Tx, ids []string, runnerID, ts string, extra string) ([]*store.Run, error) {
+	var out []*store.Run
+	for _, id := range ids {
+		if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET status = 'running', lease = lease + 1, runner_id = ?,
+			heartbeat_at = ?, updated_at = ?`+extra+` WHERE id = ?`, runnerID, ts, ts, id); err != nil {
+			return nil, err
+		}
+		r, err := runGet(ctx, tx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func selectIDs(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// RunResumeApproved takes over approved suspended runs, oldest decision first.
+func (db *DB) RunResumeApproved(ctx context.Context, p *store.RunAcquireParams) ([]*store.Run, error) {
+	var out []*store.Run
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		ids, err := selectIDs(ctx, tx, `SELECT id FROM workflow_runs WHERE status = 'suspended' AND decision = 'approved'
+			ORDER BY updated_at LIMIT ?`, max(p.Limit, 1))
+		if err != nil {
+			return err
+		}
+		out, err = acquireTx(ctx, tx, ids, p.RunnerID, formatTime(nowOr(p.Now)), "")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resume approved: %w", err)
+	}
+	return out, nil
+}
+
+// RunRecoverStuck takes over stale runs, or settles them recovery_exhausted.
+func (db *DB) RunRecoverStuck(ctx context.Context, p *store.RunRecoverParams) (recovered, exhausted []*store.Run, err error) {
+	err = db.tx(ctx, func(tx *sql.Tx) error {
+		recovered, exhausted = nil, nil
+		now := nowOr(p.Now)
+		ts := formatTime(now)
+		ids, err := selectIDs(ctx, tx, `SELECT id FROM workflow_runs WHERE status = 'running' AND heartbeat_at < ?
+			ORDER BY heartbeat_at LIMIT ?`, formatTime(p.StaleBefore), max(p.Limit, 1))
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			cur, err := runGet(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			if cur.RecoveryAttempts >= p.MaxAttempts {
+				msg := fmt.Sprintf("run stopped heart-beating %d times (last at %s); giving up after %d recoveries",
+					cur.RecoveryAttempts+1, cur.HeartbeatAt.Format(time.RFC3339), cur.RecoveryAttempts)
+				if err := settleTx(ctx, tx, cur, store.RunRecoveryExhausted, store.ItemFailed, store.RunRecoveryExhausted, msg,
+					nil, nil, nil, "", now); err != nil {
+					return err
+				}
+				r, err := runGet(ctx, tx, id)
+				if err != nil {
+					return err
+				}
+				if err := appendEvents(ctx, tx, r.SessionID, p.Events, r); err != nil {
+					return err
+				}
+				exhausted = append(exhausted, r)
+				continue
+			}
+			rs, err := acquireTx(ctx, tx, []string{id}, p.RunnerID, ts, `, recovery_attempts = recovery_attempts + 1`)
+			if err != nil {
+				return err
+			}
+			recovered = append(recovered, rs...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("recover stuck runs: %w", err)
+	}
+	return recovered, exhausted, nil
+}
+
+// RunCancelSuspended cancels a session's suspended runs and rejects their
+// open holds.
+func (db *DB) RunCancelSuspended(ctx context.Context, p *store.RunCancelParams) ([]*store.Run, error) {
+	var out []*store.Run
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		out = nil
+		now := nowOr(p.Now)
+		ids, err := selectIDs(ctx, tx, `SELECT id FROM workflow_runs WHERE session_id = ? AND status = 'suspended'`, p.SessionID)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			cur, err := runGet(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			msg := "cancelled by " + p.By
+			if err := settleTx(ctx, tx, cur, store.RunCancelled, store.ItemFailed, "cancelled", msg, nil, nil, nil, "", now); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE holds SET status = 'rejected', decided_by = ?, decided_at = ?, comment = ?
+				WHERE run_id = ? AND status = 'open'`, p.By, formatTime(now), msg, id); err != nil {
+				return err
+			}
+			r, err := runGet(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			if err := appendEvents(ctx, tx, r.SessionID, p.Events, r); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cancel session runs: %w", err)
+	}
+	return out, nil
+}
