@@ -78,7 +78,11 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	if err := b.sessions.Message(ctx, ses.ID, unescape(text), actor(m.User)); err != nil {
+	err = b.sessions.Message(ctx, ses.ID, unescape(text), actor(m.User))
+	if errors.Is(err, store.ErrConflict) {
+		return say(":hourglass_flowing_sand: I'm still answering the previous message in this thread. Send this again when I'm done, or mention me with `terminate` to stop me.")
+	}
+	if err != nil {
 		return fmt.Errorf("chat turn: %w", err)
 	}
 	return nil
