@@ -22,6 +22,10 @@ func (c *Console) workflowEnqueue(w http.ResponseWriter, r *http.Request) {
 	c.errorPage(w, r, http.StatusServiceUnavailable, "Not available", "The engine is not running.")
 }
 
-func (c *Console) sessionRoutes(r chi.Router) {}
-func (c *Console) holdRoutes(r chi.Router)    {}
-func (c *Console) runRoutes(r chi.Router)     {}
+func (c *Console) holdRoutes(r chi.Router) {}
+func (c *Console) runRoutes(r chi.Router)  {}
+
+func (c *Console) sessionOpenHolds(ctx context.Context, sessionID string) []templates.Link {
+	return nil
+}
+func (c *Console) holdCardStatus(ctx context.Context, card *templates.HoldCard, holdID string) {}
