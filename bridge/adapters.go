@@ -5,9 +5,47 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 )
+
+// EngineService adapts the workflow engine to what the bridge needs.
+func EngineService(e *engine.Engine, st store.Store) Engine { return engineAdapter{e, st} }
+
+type engineAdapter struct {
+	e  *engine.Engine
+	st store.Store
+}
+
+func (a engineAdapter) Enqueue(ctx context.Context, p EnqueueParams) (string, bool, error) {
+	it, created, err := a.e.Enqueue(ctx, engine.EnqueueParams{Command: p.Command, DedupeKey: p.DedupeKey,
+		Payload: p.Payload, SessionID: p.SessionID, OwnerUID: p.OwnerUID})
+	if err != nil {
+		return "", false, err
+	}
+	return it.ID, created, nil
+}
+
+// Decide passes only the Slack user id: the engine finds a linked console
+// user itself, and the decision is recorded as "slack:<id>", which the card
+// shows as a mention.
+func (a engineAdapter) Decide(ctx context.Context, p DecideParams) error {
+	_, err := a.e.Decide(ctx, engine.DecideParams{HoldID: p.HoldID, Decision: p.Decision, Comment: p.Comment,
+		Decider: engine.Decider{SlackUserID: p.SlackUserID}, Via: "slack"})
+	return err
+}
+
+func (a engineAdapter) OpenHold(ctx context.Context, sessionID string) (string, error) {
+	hs, err := a.st.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, SessionID: sessionID, Limit: 50})
+	if err != nil {
+		return "", err
+	}
+	if len(hs) == 0 {
+		return "", fmt.Errorf("open hold of session %s: %w", sessionID, store.ErrNotFound)
+	}
+	return hs[len(hs)-1].ID, nil // open holds list oldest first: the newest is the one in view
+}
 
 // SessionsService adapts the sessions runtime to what the bridge needs.
 func SessionsService(s *sessions.Service) Sessions { return sessionsAdapter{s} }

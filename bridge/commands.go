@@ -147,14 +147,14 @@ func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m
 	if err != nil {
 		return err
 	}
-	return b.decide(ctx, it, "d", holdID, cmd.Name, cmd.Arg, m.User, "", m.Channel, root)
+	return b.decide(ctx, it, "d", holdID, cmd.Name, cmd.Arg, m.User, m.Channel, root)
 }
 
 // decide applies a Slack user's decision; refusals are answered to that user
 // alone and change nothing. On success the mirror updates the card when the
 // engine records the decision in the transcript.
-func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix, holdID, decision, comment, user, username, channel, threadTS string) error {
-	err := b.engine.Decide(ctx, DecideParams{HoldID: holdID, Decision: decision, Comment: comment, SlackUserID: user, Username: username})
+func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix, holdID, decision, comment, user, channel, threadTS string) error {
+	err := b.engine.Decide(ctx, DecideParams{HoldID: holdID, Decision: decision, Comment: comment, SlackUserID: user})
 	switch {
 	case err == nil:
 		b.log.InfoContext(ctx, "slack: hold decided", slog.String("hold_id", holdID), slog.String("decision", decision), slog.String("user", user))
@@ -203,11 +203,7 @@ func (b *Bridge) handleInteraction(ctx context.Context, it *store.SlackInboxItem
 		default:
 			continue
 		}
-		username := in.User.Username
-		if username == "" {
-			username = in.User.Name
-		}
-		if err := b.decide(ctx, it, fmt.Sprint(i), a.Value, decision, "", in.User.ID, username, in.ChannelID(), in.ThreadTS()); err != nil {
+		if err := b.decide(ctx, it, fmt.Sprint(i), a.Value, decision, "", in.User.ID, in.ChannelID(), in.ThreadTS()); err != nil {
 			return err
 		}
 	}
