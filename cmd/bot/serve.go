@@ -83,7 +83,7 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 	}
 	defer stopSlack() // first: the bridge stops before sessions and the store
 
-	console := web.New(web.Deps{Store: db, Library: lib, Sessions: sess, Log: log, BaseURL: c.BaseURL})
+	console := web.New(web.Deps{Store: db, Library: lib, Sessions: sess, Engine: eng, Log: log, BaseURL: c.BaseURL})
 	handler := server.Handler(server.Deps{
 		Store: db,
 		API: api.New(api.Deps{Store: db, Library: lib, Log: log, Cookie: console.Cookie, CSRF: console.CSRF,
