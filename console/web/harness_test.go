@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
@@ -19,7 +20,9 @@ import (
 	"github.com/holdfast-bot/holdfast/console/api"
 	"github.com/holdfast-bot/holdfast/console/server"
 	"github.com/holdfast-bot/holdfast/console/web"
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
@@ -32,6 +35,7 @@ type bundle struct {
 	db      *sqlite.DB
 	lib     *library.Service
 	sess    *sessions.Service
+	eng     *engine.Engine
 	console *web.Console
 	srv     *httptest.Server
 	users   map[string]*store.User // by username: admin, steward, viewer
@@ -46,9 +50,18 @@ func setup(t testing.TB) *bundle {
 	log := slog.New(slog.DiscardHandler)
 	lib := library.New(db, log)
 	require.NoError(t, lib.SeedExamples(ctx))
-	sess := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto}, nil, log)
-	t.Cleanup(sess.Close) // before the database closes: background turns settle first
-	b := &bundle{db: db, lib: lib, sess: sess, users: map[string]*store.User{}}
+	models := model.NewRegistry("template", model.Config{})
+	eng := engine.New(engine.Config{Workers: 2, DisableScheduler: true, RetryBase: time.Millisecond}, db, models, log)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = eng.Start(runCtx)
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	sess := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: models, DefaultModel: "template"}, sessionsEngine{eng}, log)
+	t.Cleanup(sess.Close) // before the engine and database stop: background turns settle first
+	b := &bundle{db: db, lib: lib, sess: sess, eng: eng, users: map[string]*store.User{}}
 	hash, err := bcrypt.GenerateFromPassword([]byte(testPassword), bcrypt.MinCost)
 	require.NoError(t, err)
 	for _, role := range []string{store.RoleAdmin, store.RoleSteward, store.RoleViewer} {
@@ -56,11 +69,11 @@ func setup(t testing.TB) *bundle {
 		require.NoError(t, err)
 		b.users[role] = u
 	}
-	b.console = web.New(web.Deps{Store: db, Library: lib, Sessions: sess, Log: log})
+	b.console = web.New(web.Deps{Store: db, Library: lib, Sessions: sess, Engine: eng, Log: log})
 	b.srv = httptest.NewServer(server.Handler(server.Deps{
 		Store: db,
 		API: api.New(api.Deps{Store: db, Library: lib, Log: log, Cookie: b.console.Cookie, CSRF: b.console.CSRF,
-			Sessions: sess}),
+			Sessions: sess, Engine: eng}),
 		Console: b.console.Handler(),
 	}))
 	t.Cleanup(b.srv.Close)
@@ -177,4 +190,41 @@ func mustURL(t testing.TB, s string) *url.URL {
 	u, err := url.Parse(s)
 	require.NoError(t, err)
 	return u
+}
+
+// sessionsEngine adapts the engine to the interface sessions defines, as
+// cmd/bot does.
+type sessionsEngine struct{ e *engine.Engine }
+
+func (s sessionsEngine) Enqueue(ctx context.Context, p sessions.EnqueueParams) (sessions.EnqueueResult, error) {
+	it, created, err := s.e.Enqueue(ctx, engine.EnqueueParams{Command: p.Command, DedupeKey: p.DedupeKey,
+		Payload: p.Payload, SessionID: p.SessionID, OwnerUID: p.OwnerUID})
+	if err != nil {
+		return sessions.EnqueueResult{}, err
+	}
+	return sessions.EnqueueResult{ItemID: it.ID, Enqueued: created}, nil
+}
+
+func (s sessionsEngine) CancelSessionRuns(ctx context.Context, sessionID, by string) (int, error) {
+	return s.e.CancelSessionRuns(ctx, sessionID, by)
+}
+
+// enqueue queues a /draft-memo item (Approval hold) as requester owner and
+// waits for its hold to open.
+func (b *bundle) heldRun(t testing.TB, owner, brief string) (*store.QueueItem, *store.Hold) {
+	t.Helper()
+	ctx := context.Background()
+	item, _, err := b.eng.Enqueue(ctx, engine.EnqueueParams{Command: "/draft-memo", DedupeKey: brief,
+		Payload: map[string]any{"brief": brief, "title": "Draft: " + brief}, OwnerUID: owner})
+	require.NoError(t, err)
+	var hold *store.Hold
+	require.Eventually(t, func() bool {
+		hs, err := b.db.HoldList(ctx, &store.HoldListParams{SessionID: item.SessionID, Status: store.HoldOpen})
+		require.NoError(t, err)
+		if len(hs) == 1 {
+			hold = hs[0]
+		}
+		return hold != nil
+	}, 20*time.Second, 20*time.Millisecond, "the run suspends at its hold")
+	return item, hold
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/static"
@@ -25,7 +26,10 @@ type Deps struct {
 	Library *library.Service
 	// Sessions is the session runtime: every session read and action.
 	Sessions *sessions.Service
-	Log      *slog.Logger
+	// Engine decides holds and enqueues run-now items; nil while no engine
+	// runs (those actions then answer 503).
+	Engine *engine.Engine
+	Log    *slog.Logger
 	// BaseURL is the public URL (HOLDFAST_BASE_URL). Under https the cookie
 	// is Secure, and its origin is accepted for state-changing requests.
 	BaseURL string
