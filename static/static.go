@@ -15,7 +15,7 @@ import (
 	"strings"
 )
 
-//go:embed *.css *.js
+//go:embed *.css *.js *.svg
 var files embed.FS
 
 type asset struct {
@@ -42,6 +42,9 @@ func init() {
 		ext := path.Ext(e.Name())
 		name := strings.TrimSuffix(e.Name(), ext) + "." + hex.EncodeToString(sum[:5]) + ext
 		ct := mime.TypeByExtension(ext)
+		if ext == ".svg" {
+			ct = "image/svg+xml"
+		}
 		if ext == ".js" {
 			ct = "text/javascript; charset=utf-8"
 		}

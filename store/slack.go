@@ -1,4 +1,128 @@
 package store
 
-// SlackStore persists the Slack bridge's durable inbox and outbox (SPEC §5).
-type SlackStore interface{}
+import (
+	"context"
+	"time"
+)
+
+// SlackStore persists the Slack bridge's durable inbox and outbox (SPEC §5)
+// and the cursor with which the bridge follows Slack sessions' transcripts.
+type SlackStore interface {
+	// SlackInboxAdd stores raw inbound deliveries in one transaction, before
+	// they are acknowledged. A key already stored is skipped: added[i] is false
+	// for it, so a Slack retry of the same event_id is processed once.
+	SlackInboxAdd(ctx context.Context, items []*SlackInboxAddParams) (added []bool, err error)
+	// SlackInboxPending lists unprocessed deliveries, oldest first.
+	SlackInboxPending(ctx context.Context, limit int) ([]*SlackInboxItem, error)
+	// SlackInboxDone marks a delivery processed; errMsg records why
+	// processing gave up on it (empty when it succeeded).
+	SlackInboxDone(ctx context.Context, id int64, errMsg string) error
+	// SlackInboxAppendEvent appends ev to a session's transcript and marks
+	// the delivery processed in the same transaction, so a crash can neither
+	// lose nor repeat the transcript line.
+	SlackInboxAppendEvent(ctx context.Context, inboxID int64, ev *EventAppendParams) (*Event, error)
+
+	// SlackOutboxAdd queues Slack writes; a message whose DedupeKey is already
+	// queued is skipped. Answers how many were new.
+	SlackOutboxAdd(ctx context.Context, msgs []*SlackOutboxAddParams) (int, error)
+	// SlackOutboxDue answers, for each queue whose oldest pending message is
+	// due at now, that message: at most one per queue, which is what keeps a
+	// thread's messages in order while other threads proceed.
+	SlackOutboxDue(ctx context.Context, now time.Time, limit int) ([]*SlackOutboxMsg, error)
+	// SlackOutboxNextDue answers when the earliest queue head is due
+	// (ErrNotFound when nothing is pending).
+	SlackOutboxNextDue(ctx context.Context) (time.Time, error)
+	// SlackOutboxGetByKey reads a message by its dedupe key.
+	SlackOutboxGetByKey(ctx context.Context, key string) (*SlackOutboxMsg, error)
+	// SlackOutboxSent records a delivered message and the ts Slack gave it.
+	SlackOutboxSent(ctx context.Context, id int64, ts string) error
+	// SlackOutboxRetry records a failed attempt and when to try again.
+	SlackOutboxRetry(ctx context.Context, id int64, next time.Time, errMsg string) error
+	// SlackOutboxFail gives up on a message Slack refuses for good (it stays
+	// in the table with its error, status failed), unblocking its queue.
+	SlackOutboxFail(ctx context.Context, id int64, errMsg string) error
+
+	// SlackMirrorEvents lists transcript events of sessions tagged "slack:…"
+	// with id > afterID, oldest first, each with that tag.
+	SlackMirrorEvents(ctx context.Context, afterID int64, limit int) ([]*SlackMirrorEvent, error)
+	// SlackMirrorCursor answers the id of the last mirrored event (0 at first).
+	SlackMirrorCursor(ctx context.Context) (int64, error)
+	// SlackMirrorAdvance queues msgs and moves the cursor to eventID in one
+	// transaction, so a crash neither loses nor repeats a mirrored message.
+	// The cursor only moves forward. Answers how many messages were new.
+	SlackMirrorAdvance(ctx context.Context, eventID int64, msgs []*SlackOutboxAddParams) (int, error)
+}
+
+// Inbox delivery kinds.
+const (
+	SlackKindEvent       = "event"       // an Events API callback (outer JSON)
+	SlackKindInteraction = "interaction" // an interactivity payload (JSON)
+)
+
+// SlackInboxAddParams is one inbound delivery as Slack sent it.
+type SlackInboxAddParams struct {
+	Key  string // event_id for events; a digest for interactions
+	Kind string
+	Body []byte
+}
+
+// SlackInboxItem is a stored inbound delivery.
+type SlackInboxItem struct {
+	ID         int64
+	Key        string
+	Kind       string
+	Body       []byte
+	ReceivedAt time.Time
+}
+
+// Slack outbox methods: the Web API method each message calls.
+const (
+	SlackPost      = "chat.postMessage"
+	SlackUpdate    = "chat.update"
+	SlackEphemeral = "chat.postEphemeral"
+)
+
+// Outbox statuses.
+const (
+	SlackOutboxPending = "pending"
+	SlackOutboxSentSt  = "sent"
+	SlackOutboxFailed  = "failed"
+)
+
+// SlackOutboxAddParams is one Slack write to make.
+type SlackOutboxAddParams struct {
+	DedupeKey string
+	// Queue orders messages: one queue per thread ("<channel>:<thread_ts>").
+	Queue    string
+	Method   string
+	Channel  string
+	ThreadTS string
+	// User is the recipient of an ephemeral message.
+	User string
+	Text string
+	// Blocks is the Block Kit JSON array, or empty.
+	Blocks string
+	// RefKey, for chat.update, is the dedupe key of the message to update:
+	// its ts is the one recorded when it was posted.
+	RefKey string
+}
+
+// SlackOutboxMsg is a queued Slack write.
+type SlackOutboxMsg struct {
+	SlackOutboxAddParams
+	ID        int64
+	Status    string
+	Attempts  int
+	NextAt    time.Time
+	LastError string
+	// SentTS is the ts Slack answered with once sent.
+	SentTS    string
+	CreatedAt time.Time
+	SentAt    *time.Time
+}
+
+// SlackMirrorEvent is a transcript event of a Slack session and its thread tag.
+type SlackMirrorEvent struct {
+	Event
+	Tag string
+}

@@ -195,6 +195,7 @@ type AuditRow struct {
 // HoldsView is the holds queue and history.
 type HoldsView struct {
 	Page    Page
+	OpenSig string // changes when the open holds change
 	Open    []HoldRow
 	Decided []HoldRow
 }

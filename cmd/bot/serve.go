@@ -73,7 +73,7 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 	sess := sessions.New(db, sessions.Config{DefaultPolicy: c.DefaultPolicy, Models: models, DefaultModel: c.Model}, sessionsEngine{eng}, log)
 	defer sess.Close() // before db.Close: background turns settle first
 
-	console := web.New(web.Deps{Store: db, Library: lib, Log: log, BaseURL: c.BaseURL})
+	console := web.New(web.Deps{Store: db, Library: lib, Sessions: sess, Engine: eng, Log: log, BaseURL: c.BaseURL})
 	handler := server.Handler(server.Deps{
 		Store: db,
 		API: api.New(api.Deps{Store: db, Library: lib, Log: log, Cookie: console.Cookie, CSRF: console.CSRF,

@@ -155,7 +155,14 @@ func safeNext(next string) string {
 }
 
 func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, username, errMsg, next string) {
-	token := randomToken(24)
+	// Reuse the browser's token: another tab or a stray request for the
+	// form must not invalidate a form already on screen.
+	token := ""
+	if ck, err := r.Cookie(loginCookie); err == nil && len(ck.Value) == 32 {
+		token = ck.Value
+	} else {
+		token = randomToken(24)
+	}
 	c.setCookie(w, r, loginCookie, token, 3600)
 	c.render(w, r, status, templates.LoginPage(templates.LoginView{
 		Page: templates.Page{Title: "Sign in", CSRF: token}, Username: username, Error: errMsg, Next: next}))

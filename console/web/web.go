@@ -13,7 +13,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/static"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -22,7 +24,12 @@ import (
 type Deps struct {
 	Store   store.Store
 	Library *library.Service
-	Log     *slog.Logger
+	// Sessions is the session runtime: every session read and action.
+	Sessions *sessions.Service
+	// Engine decides holds and enqueues run-now items; nil while no engine
+	// runs (those actions then answer 503).
+	Engine *engine.Engine
+	Log    *slog.Logger
 	// BaseURL is the public URL (HOLDFAST_BASE_URL). Under https the cookie
 	// is Secure, and its origin is accepted for state-changing requests.
 	BaseURL string
@@ -61,6 +68,9 @@ func (c *Console) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(securityHeaders)
 	r.Handle(static.Prefix+"*", static.Handler())
+	r.Get("/favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, static.URL("favicon.svg"), http.StatusMovedPermanently)
+	})
 	r.Get("/login", c.loginForm)
 	r.Post("/login", c.login)
 

@@ -399,3 +399,20 @@ func TestCloseCancelsBackgroundTurns(t *testing.T) {
 	require.Equal(t, store.SessionCancelled, got.Status)
 	require.Contains(t, got.DoneReason, "shut down")
 }
+
+func TestMessageAfterTurnFinishedIsAccepted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{})
+	ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
+	require.NoError(t, err)
+	for i := range 20 {
+		_, err := b.svc.Message(ctx, ses.ID, "hello", "user:u", true)
+		require.NoError(t, err, "message %d: a client that saw the turn finish may send at once", i)
+		require.Eventually(t, func() bool {
+			got, err := b.svc.GetByID(ctx, ses.ID)
+			return err == nil && got.Status == store.SessionDone
+		}, 10*time.Second, time.Millisecond)
+	}
+	require.Len(t, b.events(t, ses.ID), 40)
+}

@@ -21,6 +21,9 @@ type turn struct {
 	id     string
 	cancel context.CancelCauseFunc
 	done   chan struct{}
+	// settling is set (under Service.mu) once the turn has its answer and is
+	// writing it: a new message then waits for it rather than conflicting.
+	settling bool
 }
 
 // terminated is the cancellation cause /terminate gives a turn.
@@ -60,10 +63,6 @@ func (s *Service) Message(ctx context.Context, id, text, actor string, backgroun
 		}
 		return &MessageResult{Command: res}, nil
 	}
-	ses, err := s.st.SessionGetByID(ctx, id)
-	if err != nil {
-		return nil, err
-	}
 	base := ctx
 	if background {
 		base = context.WithoutCancel(ctx)
@@ -71,21 +70,42 @@ func (s *Service) Message(ctx context.Context, id, text, actor string, backgroun
 	tctx, cancel := context.WithCancelCause(base)
 	t := &turn{id: store.NewID("turn"), cancel: cancel, done: make(chan struct{})}
 
-	s.mu.Lock()
-	switch {
-	case s.closed:
+	for {
+		s.mu.Lock()
+		prev := s.turns[id]
+		switch {
+		case s.closed:
+			s.mu.Unlock()
+			cancel(errShutdown)
+			return nil, fmt.Errorf("session %s: %w", id, errShutdown)
+		case prev != nil && prev.settling:
+			s.mu.Unlock()
+			select {
+			case <-prev.done:
+				continue
+			case <-ctx.Done():
+				cancel(nil)
+				return nil, ctx.Err()
+			}
+		case prev != nil:
+			s.mu.Unlock()
+			cancel(nil)
+			return nil, fmt.Errorf("%w: session %s is already answering a message; wait or /terminate it", store.ErrConflict, id)
+		}
+		s.turns[id] = t
+		s.wg.Add(1)
 		s.mu.Unlock()
-		cancel(errShutdown)
-		return nil, fmt.Errorf("session %s: %w", id, errShutdown)
-	case s.turns[id] != nil:
-		s.mu.Unlock()
-		cancel(nil)
-		return nil, fmt.Errorf("%w: session %s is already answering a message; wait or /terminate it", store.ErrConflict, id)
+		break
 	}
-	s.turns[id] = t
-	s.wg.Add(1)
-	s.mu.Unlock()
 
+	// Read after registering: a previous turn leaves s.turns only after it
+	// settled, so what we read is not a turn about to finish.
+	ses, err := s.st.SessionGetByID(ctx, id)
+	if err != nil {
+		s.release(id, t)
+		cancel(nil)
+		return nil, err
+	}
 	running, empty := store.SessionRunning, ""
 	stale := ses.ActiveRunID // not in s.turns, so left by a previous process
 	var title *string
@@ -132,6 +152,9 @@ func (s *Service) release(id string, t *turn) {
 // settle ends the turn: the session leaves running and the reply (or the
 // failure, so a Slack thread hears of it) is appended, in one transaction.
 func (s *Service) settle(tctx context.Context, log *slog.Logger, id string, t *turn, reply string, err error) *store.Event {
+	s.mu.Lock()
+	t.settling = true
+	s.mu.Unlock()
 	status, reason := store.SessionDone, doneCompleted
 	var events []*store.EventAppendParams
 	switch {

@@ -19,7 +19,11 @@ func (db *DB) SessionList(ctx context.Context, p *store.SessionListParams) ([]*s
 	if len(p.Origins) == 0 {
 		return []*store.Session{}, nil
 	}
-	query, allArgs := sessionListQuery(p)
+	rare, err := db.rareMatch(ctx, p.Query)
+	if err != nil {
+		return nil, fmt.Errorf("session list: %w", err)
+	}
+	query, allArgs := sessionListQuery(p, rare)
 	rows, err := db.r.QueryContext(ctx, query, allArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("session list: %w", err)
@@ -42,12 +46,43 @@ func (db *DB) SessionList(ctx context.Context, p *store.SessionListParams) ([]*s
 	return out, nil
 }
 
+// rareMatchMax is where the text filter changes strategy. Up to this many
+// title/tag matches, the matches are fetched through the trigram index and
+// sorted; beyond it they are dense enough that walking the listing index and
+// testing each row fills a page within a few thousand rows.
+const rareMatchMax = 2000
+
+// rareMatch reports whether q is a substring the trigram index can answer
+// (three characters or more) that matches at most rareMatchMax sessions.
+func (db *DB) rareMatch(ctx context.Context, q string) (bool, error) {
+	q = strings.TrimSpace(q)
+	if len([]rune(q)) < 3 {
+		return false, nil
+	}
+	var n int
+	err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM sessions_search WHERE sessions_search MATCH ? LIMIT ?)`,
+		ftsPhrase(q), rareMatchMax+1).Scan(&n)
+	return n <= rareMatchMax, err
+}
+
+// ftsPhrase quotes q as one FTS5 phrase: with the trigram tokenizer that is a
+// case-insensitive substring match, punctuation included.
+func ftsPhrase(q string) string {
+	return `"` + strings.ReplaceAll(strings.TrimSpace(q), `"`, `""`) + `"`
+}
+
 // sessionListQuery builds the listing: one arm per origin, each a range of
-// sessions_listing cut at the limit, merged newest first.
-func sessionListQuery(p *store.SessionListParams) (string, []any) {
+// sessions_listing cut at the limit, merged newest first. With rare, the
+// text filter drives instead: its few matches come from the trigram index.
+func sessionListQuery(p *store.SessionListParams, rare bool) (string, []any) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 50
+	}
+	q := strings.TrimSpace(p.Query)
+	origins := normTags(p.Origins)
+	if rare {
+		return rareListQuery(p, q, origins, limit)
 	}
 	var (
 		where []string
@@ -56,7 +91,7 @@ func sessionListQuery(p *store.SessionListParams) (string, []any) {
 	if !p.IncludeArchived {
 		where = append(where, "archived = 0")
 	}
-	if q := strings.TrimSpace(p.Query); q != "" {
+	if q != "" {
 		pat := "%" + likeEscape(q) + "%"
 		where = append(where, `(title LIKE ? ESCAPE '\' OR tags LIKE ? ESCAPE '\')`)
 		args = append(args, pat, pat)
@@ -72,7 +107,6 @@ func sessionListQuery(p *store.SessionListParams) (string, []any) {
 	const order = ` ORDER BY last_active_at DESC, id DESC LIMIT ?`
 	arm := `SELECT ` + sessionColumns + ` FROM sessions INDEXED BY sessions_listing
 		WHERE origin = ? AND event_count > 0` + cond + order
-	origins := normTags(p.Origins)
 	if len(origins) == 1 {
 		return arm, append(append([]any{origins[0]}, args...), limit)
 	}
@@ -83,6 +117,27 @@ func sessionListQuery(p *store.SessionListParams) (string, []any) {
 		allArgs = append(append(append(allArgs, o), args...), limit)
 	}
 	return strings.Join(arms, " UNION ALL ") + order, append(allArgs, limit)
+}
+
+// rareListQuery reads the text filter's matches from the trigram index
+// first (CROSS JOIN fixes that order), fetches each by rowid and sorts the
+// few that pass the other filters.
+func rareListQuery(p *store.SessionListParams, q string, origins []string, limit int) (string, []any) {
+	cols := strings.Fields(strings.ReplaceAll(sessionColumns, ",", " "))
+	query := `SELECT s.` + strings.Join(cols, ", s.") + ` FROM sessions_search CROSS JOIN sessions AS s ON s.rowid = sessions_search.rowid
+		WHERE sessions_search MATCH ? AND s.origin IN (?` + strings.Repeat(", ?", len(origins)-1) + `) AND s.event_count > 0`
+	args := []any{ftsPhrase(q)}
+	for _, o := range origins {
+		args = append(args, o)
+	}
+	if !p.IncludeArchived {
+		query += ` AND s.archived = 0`
+	}
+	if p.After != nil {
+		query += ` AND (s.last_active_at, s.id) < (?, ?)`
+		args = append(args, formatTime(p.After.LastActiveAt), p.After.ID)
+	}
+	return query + ` ORDER BY s.last_active_at DESC, s.id DESC LIMIT ?`, append(args, limit)
 }
 
 func likeEscape(s string) string {
@@ -98,10 +153,39 @@ func (db *DB) SessionOpenHoldCounts(ctx context.Context, ids []string) (map[stri
 	return out, nil
 }
 
-// openHoldCounts is where sessions learn their open holds. The holds table
-// belongs to the engine's migration (002); until it exists every count is 0.
+// openHoldCounts counts open holds for a page of sessions in one grouped
+// query over holds_session (session_id, status): one index range per id.
 func openHoldCounts(ctx context.Context, q queryRower, ids []string) (map[string]int64, error) {
-	return map[string]int64{}, nil
+	out := map[string]int64{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, store.HoldOpen)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	rows, err := q.QueryContext(ctx, openHoldsQuery(len(ids)), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id string
+			n  int64
+		)
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, err
+		}
+		out[id] = n
+	}
+	return out, rows.Err()
+}
+
+func openHoldsQuery(n int) string {
+	return `SELECT session_id, COUNT(*) FROM holds WHERE status = ? AND session_id IN (?` +
+		strings.Repeat(", ?", n-1) + `) GROUP BY session_id`
 }
 
 // fillOpenHolds sets OpenHolds on a page of sessions with one query.

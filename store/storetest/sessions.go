@@ -218,6 +218,23 @@ func runSessions(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
+	t.Run("SessionCreateWithEventsAndRetitle", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginAgent, Policy: "", Events: []*store.EventAppendParams{
+			{Type: store.EventContext, Actor: "agent", Payload: map[string]any{"purpose": "triage"}}}})
+		require.NoError(t, err)
+		require.Equal(t, int64(1), ses.EventCount, "the first events commit with the session")
+		require.Equal(t, store.PolicyManual, ses.Policy, "an empty posture counts as manual")
+		got, _, err := s.SessionUpdate(ctx, &store.SessionUpdateParams{ID: ses.ID, Title: ptr("Triage")})
+		require.NoError(t, err)
+		require.Equal(t, "Triage", got.Title)
+		require.Zero(t, got.OpenHolds)
+		counts, err := s.SessionOpenHoldCounts(ctx, []string{ses.ID})
+		require.NoError(t, err)
+		require.Empty(t, counts)
+	})
+
 	t.Run("SessionTouch", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
@@ -231,6 +248,10 @@ func runSessions(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Equal(t, "ada", got.CallerUser)
 		require.Equal(t, "key_1", got.CallerKeyID)
 		require.False(t, got.LastActiveAt.Before(ses.LastActiveAt))
+		require.NoError(t, s.SessionTouch(ctx, &store.SessionTouchParams{ID: ses.ID}))
+		got, err = s.SessionGetByID(ctx, ses.ID)
+		require.NoError(t, err)
+		require.Equal(t, "ada", got.CallerUser, "a request without identity keeps the last one")
 		require.ErrorIs(t, s.SessionTouch(ctx, &store.SessionTouchParams{ID: "ses_missing"}), store.ErrNotFound)
 	})
 }

@@ -1,0 +1,305 @@
+// Package bridge connects Holdfast to Slack (SPEC §5): an HTTP handler and a
+// Socket Mode client that store every delivery in a durable inbox before
+// acknowledging it, a worker that turns deliveries into session messages,
+// commands, enqueues and hold decisions, a mirror that follows Slack
+// sessions' transcripts into their threads, and a durable outbox through
+// which every write to Slack goes.
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/slack-go/slack"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// ErrForbidden is what Engine.Decide wraps when the decider may not decide
+// the hold (not a steward, or approving their own request).
+var ErrForbidden = errors.New("forbidden")
+
+// Engine is what the bridge needs of the workflow engine. The bridge defines
+// it so that it depends on behaviour, not on the engine's package; the
+// wiring in cmd/bot adapts the real engine to it.
+type Engine interface {
+	// Enqueue queues a workflow item; a second call with the same dedupe key
+	// answers enqueued=false. Unknown commands wrap store.ErrNotFound,
+	// workflows that are not live store.ErrConflict.
+	Enqueue(ctx context.Context, p EnqueueParams) (itemID string, enqueued bool, err error)
+	// Decide approves or rejects a hold on behalf of a Slack user (via
+	// "slack"). Refusals wrap ErrForbidden; an already decided hold wraps
+	// store.ErrConflict.
+	Decide(ctx context.Context, p DecideParams) error
+	// OpenHold answers the id of the session's newest open hold, or an error
+	// wrapping store.ErrNotFound.
+	OpenHold(ctx context.Context, sessionID string) (string, error)
+}
+
+// EnqueueParams asks for one workflow item.
+type EnqueueParams struct {
+	Command   string // with its leading slash
+	DedupeKey string
+	Payload   map[string]any
+	SessionID string
+	OwnerUID  string // "slack:<user>"
+}
+
+// DecideParams is a Slack user's decision on a hold.
+type DecideParams struct {
+	HoldID      string
+	Decision    string // approve | reject
+	Comment     string
+	SlackUserID string
+	Username    string
+}
+
+// Sessions is what the bridge needs of the sessions service.
+type Sessions interface {
+	// ResolveTag answers the session holding tag, creating it if needed.
+	ResolveTag(ctx context.Context, tag string, p NewSession) (*store.Session, error)
+	// Message appends a user message and runs a chat turn in the background.
+	Message(ctx context.Context, sessionID, text, actor string) error
+	// Command runs /status, /terminate or /compact and answers a line to
+	// show the user (may be empty).
+	Command(ctx context.Context, sessionID, command, actor string) (string, error)
+	// SetPolicy sets the session's posture (manual, auto or yolo).
+	SetPolicy(ctx context.Context, sessionID, policy, actor string) error
+}
+
+// NewSession describes the session a thread starts.
+type NewSession struct {
+	Title   string
+	Context map[string]any
+	Actor   string // "slack:<user>"
+}
+
+// Config tunes the bridge; zero values take the defaults noted.
+type Config struct {
+	// SigningSecret verifies HTTP mode requests.
+	SigningSecret string
+	// BaseURL prefixes console links posted to Slack.
+	BaseURL string
+	// HoldsChannel, when set, also receives every hold card.
+	HoldsChannel string
+	// AllowBots processes messages other bots post (never the bot's own).
+	AllowBots bool
+	// Tick is the safety-net interval of the workers (default 5s); normal
+	// work is woken at once.
+	Tick time.Duration
+	// BackoffBase is the first retry delay of a failed Slack write (default
+	// 1s); it doubles per attempt up to BackoffMax (default 5m).
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// MaxRefusals is how many times a write Slack refuses outright (an
+	// ok:false answer such as channel_not_found) is tried before it is marked
+	// failed (default 5). Outages and rate limits are retried without limit.
+	MaxRefusals int
+	// Senders bounds concurrent Slack writes across threads (default 4).
+	Senders int
+}
+
+func (c *Config) defaults() {
+	if c.Tick <= 0 {
+		c.Tick = 5 * time.Second
+	}
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = time.Second
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = 5 * time.Minute
+	}
+	if c.MaxRefusals <= 0 {
+		c.MaxRefusals = 5
+	}
+	if c.Senders <= 0 {
+		c.Senders = 4
+	}
+	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+}
+
+// Bridge is the Slack bridge.
+type Bridge struct {
+	cfg      Config
+	store    store.Store
+	api      *slack.Client
+	engine   Engine
+	sessions Sessions
+	log      *slog.Logger
+
+	botUserID atomic.Value // string
+	botID     atomic.Value // string
+
+	inboxWake  chan struct{}
+	mirrorWake chan struct{}
+	outboxWake chan struct{}
+
+	metrics metrics
+
+	batch struct {
+		mu      sync.Mutex
+		queue   []*inboxReq
+		leading bool
+	}
+
+	// test hooks, no-ops in production
+	onProcessed func(item *store.SlackInboxItem)
+
+	startOnce sync.Once
+}
+
+type metrics struct {
+	queued, sent, retried, failed prometheus.Counter
+	inbox                         *prometheus.CounterVec
+}
+
+// New builds a bridge. api is the Web API client (point it at a fake with
+// slack.OptionAPIURL); engine and sessions may not be nil.
+func New(cfg Config, st store.Store, api *slack.Client, engine Engine, sessions Sessions, log *slog.Logger) *Bridge {
+	cfg.defaults()
+	b := &Bridge{
+		cfg: cfg, store: st, api: api, engine: engine, sessions: sessions, log: log,
+		inboxWake:  make(chan struct{}, 1),
+		mirrorWake: make(chan struct{}, 1),
+		outboxWake: make(chan struct{}, 1),
+	}
+	b.botUserID.Store("")
+	b.botID.Store("")
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "holdfast", Subsystem: "slack_outbox", Name: name, Help: help})
+	}
+	b.metrics = metrics{
+		queued:  counter("queued_total", "Slack writes queued in the outbox."),
+		sent:    counter("sent_total", "Slack writes delivered."),
+		retried: counter("retried_total", "Slack write attempts that failed and will be retried (outage, 429, refusal)."),
+		failed:  counter("failed_total", "Slack writes marked failed after Slack refused them repeatedly (kept in the outbox)."),
+		inbox: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "holdfast", Subsystem: "slack_inbox", Name: "received_total",
+			Help: "Slack deliveries acknowledged, by kind and whether they were new or a redelivery."}, []string{"kind", "result"}),
+	}
+	return b
+}
+
+// Collectors are the bridge's Prometheus metrics, for the /metrics registry.
+func (b *Bridge) Collectors() []prometheus.Collector {
+	m := b.metrics
+	return []prometheus.Collector{m.queued, m.sent, m.retried, m.failed, m.inbox}
+}
+
+// Wake nudges the mirror, e.g. from the engine's notifications; it never
+// blocks.
+func (b *Bridge) Wake() { wake(b.mirrorWake) }
+
+func wake(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// CanReply reports whether a run's session has a Slack thread a `reply`
+// dispatch can post into (the engine's Config.CanReply).
+func CanReply(s *store.Session) bool {
+	if s == nil {
+		return false
+	}
+	for _, t := range s.Tags {
+		if _, _, ok := parseTag(t); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Start runs the inbox worker, the mirror and the outbox sender until ctx is
+// done. Deliveries left unprocessed by a previous process are handled first.
+func (b *Bridge) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { b.identify(ctx) })
+	wg.Go(func() { b.loop(ctx, "inbox", b.inboxWake, b.processInbox) })
+	wg.Go(func() { b.loop(ctx, "mirror", b.mirrorWake, b.mirrorOnce) })
+	wg.Go(func() { b.sendLoop(ctx) })
+	wg.Wait()
+	return nil
+}
+
+// identify learns the bot's own ids, so its messages are never treated as
+// input; retried until Slack answers.
+func (b *Bridge) identify(ctx context.Context) {
+	for delay := time.Second; ; delay = min(2*delay, time.Minute) {
+		res, err := b.api.AuthTestContext(ctx)
+		if err == nil {
+			b.botUserID.Store(res.UserID)
+			b.botID.Store(res.BotID)
+			b.log.Info("slack: connected", slog.String("bot_user_id", res.UserID), slog.String("team", res.Team))
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		b.log.Warn("slack: auth.test failed; retrying", slog.Any("error", err), slog.Duration("in", delay))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+	}
+}
+
+// loop runs pass until it reports no more work, then waits for a wake-up or
+// the safety-net tick.
+func (b *Bridge) loop(ctx context.Context, name string, wakeC chan struct{}, pass func(context.Context) (bool, error)) {
+	t := time.NewTicker(b.cfg.Tick)
+	defer t.Stop()
+	for {
+		for {
+			more, err := pass(ctx)
+			if err != nil && ctx.Err() == nil {
+				b.log.ErrorContext(ctx, "slack: "+name+" pass failed", slog.Any("error", err))
+			}
+			if !more || err != nil || ctx.Err() != nil {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wakeC:
+		case <-t.C:
+		}
+	}
+}
+
+// parseTag splits a thread tag "slack:<channel>:<thread_ts>".
+func parseTag(tag string) (channel, threadTS string, ok bool) {
+	rest, ok := strings.CutPrefix(tag, "slack:")
+	if !ok {
+		return "", "", false
+	}
+	channel, threadTS, ok = strings.Cut(rest, ":")
+	if !ok || channel == "" || threadTS == "" {
+		return "", "", false
+	}
+	return channel, threadTS, true
+}
+
+func threadTag(channel, threadTS string) string { return "slack:" + channel + ":" + threadTS }
+
+func queueOf(channel, threadTS string) string { return channel + ":" + threadTS }
+
+// enqueueOutbox queues writes and wakes the sender.
+func (b *Bridge) enqueueOutbox(ctx context.Context, msgs ...*store.SlackOutboxAddParams) error {
+	n, err := b.store.SlackOutboxAdd(ctx, msgs)
+	if err != nil {
+		return fmt.Errorf("queue slack write: %w", err)
+	}
+	b.metrics.queued.Add(float64(n))
+	wake(b.outboxWake)
+	return nil
+}

@@ -1,0 +1,298 @@
+package bridge_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/bridge"
+	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
+)
+
+func standIns() setupOpts {
+	return setupOpts{
+		engine:   func(tb *testBundle) bridge.Engine { return newRecordingEngine() },
+		sessions: func(tb *testBundle) bridge.Sessions { return storeSessions{tb.store} },
+	}
+}
+
+func TestHTTPRefusals(t *testing.T) {
+	t.Parallel()
+	o := standIns()
+	o.noStart = true // nothing may reach the inbox at all
+	tb := setup(t, o)
+	good := eventBody("Ev1", message("C1", "U1", "1.000001", "", "hi"))
+	now := time.Now().Unix()
+
+	tests := []struct {
+		name     string
+		path     string
+		body     []byte
+		ts       int64
+		sig      string
+		noHeader bool
+		status   int
+	}{
+		{name: "BadSignature", path: "/slack/events", body: good, ts: now, sig: "v0=" + strings.Repeat("ab", 32), status: http.StatusUnauthorized},
+		{name: "SignatureOfOtherBody", path: "/slack/events", body: good, ts: now, sig: sign(now, []byte(`{"x":1}`)), status: http.StatusUnauthorized},
+		{name: "NotHex", path: "/slack/events", body: good, ts: now, sig: "v0=zz", status: http.StatusUnauthorized},
+		{name: "MissingHeaders", path: "/slack/events", body: good, noHeader: true, status: http.StatusUnauthorized},
+		{name: "StaleTimestamp", path: "/slack/events", body: good, ts: now - 301, status: http.StatusUnauthorized},
+		{name: "FutureTimestamp", path: "/slack/events", body: good, ts: now + 301, status: http.StatusUnauthorized},
+		{name: "MalformedJSON", path: "/slack/events", body: []byte(`{"type":"event_callback",`), ts: now, status: http.StatusBadRequest},
+		{name: "NoEventID", path: "/slack/events", body: []byte(`{"type":"event_callback","event":{}}`), ts: now, status: http.StatusBadRequest},
+		{name: "NoType", path: "/slack/events", body: []byte(`{"event_id":"Ev9"}`), ts: now, status: http.StatusBadRequest},
+		{name: "Oversize", path: "/slack/events", body: append(append([]byte(`{"type":"event_callback","event_id":"EvBig","event":{"text":"`), bytes.Repeat([]byte("a"), bridge.MaxBody)...), []byte(`"}}`)...), ts: now, status: http.StatusRequestEntityTooLarge},
+		{name: "InteractionNotAForm", path: "/slack/interactions", body: []byte(`%zz`), ts: now, status: http.StatusBadRequest},
+		{name: "InteractionNoPayload", path: "/slack/interactions", body: []byte(`a=b`), ts: now, status: http.StatusBadRequest},
+		{name: "InteractionMalformed", path: "/slack/interactions", body: []byte(url.Values{"payload": {`{"type":`}}.Encode()), ts: now, status: http.StatusBadRequest},
+		{name: "InteractionBadSignature", path: "/slack/interactions", body: []byte(url.Values{"payload": {`{"type":"block_actions","user":{"id":"U1"}}`}}.Encode()), ts: now, sig: "v0=" + strings.Repeat("00", 32), status: http.StatusUnauthorized},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.noHeader {
+				resp, err := http.Post(tb.srv.URL+tt.path, "application/json", bytes.NewReader(tt.body))
+				require.NoError(t, err)
+				resp.Body.Close()
+				require.Equal(t, tt.status, resp.StatusCode)
+				return
+			}
+			status, body := tb.postSigned(t, tt.path, "application/json", tt.body, tt.ts, tt.sig)
+			require.Equal(t, tt.status, status, body)
+		})
+	}
+	pending, err := tb.store.SlackInboxPending(tb.ctx, 10)
+	require.NoError(t, err)
+	require.Empty(t, pending, "refused requests store nothing")
+	require.Empty(t, tb.slack.Calls(""), "and call nothing")
+}
+
+func TestURLVerification(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, standIns())
+	status, body := tb.post(t, "/slack/events", "application/json",
+		[]byte(`{"token":"x","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`))
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", body)
+}
+
+func TestMentionStartsThreadSessionAndReplies(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, standIns())
+	ts := tb.ts()
+	tb.event(t, "EvM1", mention("C1", "U1", ts, "", "hello there"))
+
+	reply := tb.waitPost(t, "C1", ts, func(c fakeslack.Call) bool { return strings.Contains(text(c), "You said") })
+	require.Contains(t, text(reply), "*hello there*", "markdown rendered to mrkdwn")
+	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:C1:"+ts)
+	require.NoError(t, err)
+	require.Equal(t, "hello there", ses.Title)
+
+	// A later message in the thread, without a mention, joins the transcript
+	// without a chat turn; one in an unknown thread is ignored.
+	tb.event(t, "EvM2", message("C1", "U2", tb.ts(), ts, "a note for the record"))
+	tb.event(t, "EvM3", message("C1", "U2", tb.ts(), "1600000000.000001", "elsewhere"))
+	tb.event(t, "EvM4", message("C1", "U2", tb.ts(), "", "top level chatter"))
+	tb.inboxDrained(t)
+	ses, err = tb.store.SessionGetByID(tb.ctx, ses.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), ses.EventCount, "user_message, assistant_message, then the thread note")
+	evs, err := tb.store.SlackMirrorEvents(tb.ctx, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, "user_message", evs[2].Type)
+	require.Equal(t, "a note for the record", evs[2].Payload["text"])
+	require.Equal(t, "slack:U2", evs[2].Actor)
+	require.Len(t, tb.posts("C1", ts), 1, "no reply to a message without a mention")
+}
+
+func TestIgnoresBotsAndEdits(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, standIns())
+	ts := tb.ts()
+	tb.event(t, "EvB0", mention("C1", "U1", ts, "", "hello"))
+	tb.waitPost(t, "C1", ts, func(fakeslack.Call) bool { return true })
+	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:C1:"+ts)
+	require.NoError(t, err)
+
+	own := message("C1", fakeslack.BotUserID, tb.ts(), ts, "my own reply")
+	own["bot_id"] = fakeslack.BotID
+	other := message("C1", "U9", tb.ts(), ts, "another bot")
+	other["bot_id"] = "BOTHER"
+	edit := message("C1", "U1", tb.ts(), ts, "edited")
+	edit["subtype"] = "message_changed"
+	botMention := mention("C1", "U9", tb.ts(), ts, "help")
+	botMention["bot_id"] = "BOTHER"
+	for i, ev := range []map[string]any{own, other, edit, botMention} {
+		tb.event(t, "EvB"+string(rune('1'+i)), ev)
+	}
+	tb.inboxDrained(t)
+	got, err := tb.store.SessionGetByID(tb.ctx, ses.ID)
+	require.NoError(t, err)
+	require.Equal(t, ses.EventCount, got.EventCount, "bots and edits add nothing")
+	require.Len(t, tb.posts("C1", ts), 1)
+}
+
+func TestAllowBots(t *testing.T) {
+	t.Parallel()
+	o := standIns()
+	o.cfg = func(c *bridge.Config) { c.AllowBots = true }
+	tb := setup(t, o)
+	ts := tb.ts()
+	m := mention("C1", "U9", ts, "", "help")
+	m["bot_id"] = "BOTHER"
+	tb.event(t, "EvA1", m)
+	tb.waitPost(t, "C1", ts, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "Holdfast") })
+	own := mention("C1", fakeslack.BotUserID, tb.ts(), ts, "help")
+	own["bot_id"] = fakeslack.BotID
+	tb.event(t, "EvA2", own)
+	tb.inboxDrained(t)
+	require.Len(t, tb.posts("C1", ts), 1, "never its own messages")
+}
+
+func TestEnqueueOnceAcrossRedeliveries(t *testing.T) {
+	t.Parallel()
+	o := standIns()
+	eng := newRecordingEngine()
+	o.engine = func(*testBundle) bridge.Engine { return eng }
+	tb := setup(t, o)
+	tb.addWorkflow(t, "/draft-memo", "live", "Drafts")
+	root := tb.ts()
+	msgTS := tb.ts()
+	ev := mention("C7", "U1", msgTS, root, "draft-memo Otters of the Pacific\nThey hold hands while sleeping.")
+	for range 3 {
+		tb.event(t, "EvQ1", ev) // Slack retries carry the same event_id
+	}
+	// The same message also arrives as a plain message event with another id.
+	plain := message("C7", "U1", msgTS, root, ev["text"].(string))
+	tb.event(t, "EvQ2", plain)
+	tb.waitPost(t, "C7", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "Queued") })
+	tb.inboxDrained(t)
+
+	enq, _ := eng.snapshot()
+	require.Len(t, enq, 1)
+	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:C7:"+root)
+	require.NoError(t, err)
+	require.Equal(t, bridge.EnqueueParams{
+		Command: "/draft-memo", DedupeKey: "slack:C7:" + msgTS, SessionID: ses.ID, OwnerUID: "slack:U1",
+		Payload: map[string]any{
+			"brief":  "Otters of the Pacific\nThey hold hands while sleeping.",
+			"title":  "Otters of the Pacific",
+			"source": map[string]any{"platform": "slack", "channel": "C7", "threadTs": root, "user": "U1"},
+		},
+	}, enq[0])
+
+	// `run <command> <brief>` is the same; an unknown workflow is explained.
+	tb.event(t, "EvQ3", mention("C7", "U1", tb.ts(), root, "run /draft-memo Herons"))
+	tb.event(t, "EvQ4", mention("C7", "U1", tb.ts(), root, "run weekly-nope x"))
+	tb.waitPost(t, "C7", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "no workflow `weekly-nope`") })
+	enq, _ = eng.snapshot()
+	require.Len(t, enq, 2)
+	require.Equal(t, "Herons", enq[1].Payload["brief"])
+	require.Len(t, tb.slack.Calls("chat.postMessage"), 3, "one reply per message, none for redeliveries")
+}
+
+func TestMentionCommands(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, standIns())
+	tb.addWorkflow(t, "/draft-memo", "live", "Drafts a memo <fast>")
+	tb.addWorkflow(t, "/paused-one", "paused", "hidden")
+	root := tb.ts()
+	tests := []struct{ text, want string }{
+		{"help", "policy manual|auto|yolo"},
+		{"", "Holdfast"},
+		{"workflows", "• `draft-memo` — Drafts a memo &lt;fast&gt;"},
+		{"status", "ran /status"},
+		{"TERMINATE", "ran /terminate"},
+		{"compact", "ran /compact"},
+		{"policy yolo", "Policy for this thread is now `yolo`."},
+		{"policy sideways", "Usage: `policy manual|auto|yolo`"},
+	}
+	for i, tt := range tests {
+		ts := tb.ts()
+		tb.event(t, "EvC"+string(rune('a'+i)), mention("C2", "U1", ts, root, tt.text))
+		c := tb.waitPost(t, "C2", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], tt.want) })
+		if tt.text == "workflows" {
+			require.NotContains(t, c.Form["text"], "paused-one")
+		}
+	}
+	// Posts arrive in the order the mentions came.
+	posts := tb.posts("C2", root)
+	require.Len(t, posts, len(tests))
+	for i, tt := range tests {
+		require.Contains(t, posts[i].Form["text"], tt.want)
+	}
+}
+
+func TestButtonsAndThreadDecisions(t *testing.T) {
+	t.Parallel()
+	o := standIns()
+	eng := newRecordingEngine()
+	eng.stewards["USTEWARD"] = true
+	o.engine = func(*testBundle) bridge.Engine { return eng }
+	tb := setup(t, o)
+	root := tb.ts()
+	tb.event(t, "EvD0", mention("C3", "U1", root, "", "hello"))
+	tb.inboxDrained(t)
+	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:C3:"+root)
+	require.NoError(t, err)
+
+	require.Equal(t, http.StatusOK, tb.click(t, "UNOBODY", "hold_approve", "hld_1", "C3", "1.5", root))
+	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 5*time.Second, 5*time.Millisecond)
+	eph := tb.slack.Delivered("chat.postEphemeral")[0]
+	require.Equal(t, "UNOBODY", eph.Form["user"])
+	require.Equal(t, root, eph.Form["thread_ts"])
+	require.Contains(t, eph.Form["text"], "can't decide this hold")
+	require.Contains(t, eph.Form["text"], "http://holdfast.test/holds/hld_1")
+
+	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_reject", "hld_1", "C3", "1.5", root))
+	require.Eventually(t, func() bool { _, d := eng.snapshot(); return len(d) == 2 }, 5*time.Second, 5*time.Millisecond)
+
+	// @bot approve with no open hold, then with one.
+	tb.event(t, "EvD1", mention("C3", "USTEWARD", tb.ts(), root, "approve"))
+	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 2 }, 5*time.Second, 5*time.Millisecond)
+	require.Contains(t, tb.slack.Delivered("chat.postEphemeral")[1].Form["text"], "no open hold")
+	eng.mu.Lock()
+	eng.open[ses.ID] = "hld_2"
+	eng.mu.Unlock()
+	tb.event(t, "EvD2", mention("C3", "USTEWARD", tb.ts(), root, "approve looks great &amp; ship it"))
+	require.Eventually(t, func() bool { _, d := eng.snapshot(); return len(d) == 3 }, 5*time.Second, 5*time.Millisecond)
+	_, d := eng.snapshot()
+	require.Equal(t, bridge.DecideParams{HoldID: "hld_2", Decision: "approve", Comment: "looks great & ship it", SlackUserID: "USTEWARD"}, d[2])
+	require.Equal(t, bridge.DecideParams{HoldID: "hld_1", Decision: "reject", SlackUserID: "USTEWARD", Username: "u-USTEWARD"}, d[1])
+}
+
+func TestInboxReplayedAtStart(t *testing.T) {
+	t.Parallel()
+	o := standIns()
+	o.noStart = true
+	tb := setup(t, o)
+	ts := tb.ts()
+	tb.event(t, "EvR1", mention("C4", "U1", ts, "", "help"))
+	tb.event(t, "EvR1", mention("C4", "U1", ts, "", "help"))
+	pending, err := tb.store.SlackInboxPending(tb.ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, pending, 1, "stored once, before the ack, and not processed yet")
+
+	// A fresh bridge on the same store (the process after a crash) replays it.
+	b2 := bridge.New(bridge.Config{SigningSecret: secret, Tick: 50 * time.Millisecond}, tb.store, apiFor(tb), newRecordingEngine(), storeSessions{tb.store}, discard())
+	runBridge(t, tb, b2)
+	tb.waitPost(t, "C4", ts, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "Holdfast") })
+	tb.inboxDrained(t)
+}
+
+func TestEnvelopeJSON(t *testing.T) {
+	t.Parallel()
+	env, err := bridge.ParseEnvelope(eventBody("Ev1", message("C1", "U1", "1.1", "", "x")))
+	require.NoError(t, err)
+	m, err := bridge.ParseMessage(env)
+	require.NoError(t, err)
+	require.Equal(t, "1.1", m.Root())
+	b, _ := json.Marshal(m)
+	require.Contains(t, string(b), `"channel":"C1"`)
+}

@@ -1,0 +1,211 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+const helpText = "*Holdfast* — mention me in a thread:\n" +
+	"• `help` — this list\n" +
+	"• `workflows` — live workflows and what they do\n" +
+	"• `<command> <brief>` or `run <command> <brief>` — queue a workflow, e.g. `draft-memo A memo about otters`\n" +
+	"• `status` · `terminate` · `compact` — this thread's session\n" +
+	"• `policy manual|auto|yolo` — how much of this thread's output is held for review\n" +
+	"• `approve [comment]` · `reject [reason]` — decide this thread's open hold (stewards)\n" +
+	"Anything else is a message to me; later replies in the thread reach me without a mention."
+
+// handleMention runs a mention (or DM): a command, an enqueue, or a chat turn
+// in the thread's session.
+func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m *Message, log *slog.Logger) error {
+	root := m.Root()
+	text := stripMention(m.Text, b.botUserID.Load().(string))
+	ses, err := b.sessions.ResolveTag(ctx, threadTag(m.Channel, root), NewSession{
+		Title: firstLine(unescape(text), 80),
+		Context: map[string]any{"platform": "slack", "channel": m.Channel, "threadTs": root, "user": m.User,
+			"channelType": m.ChannelType},
+		Actor: actor(m.User),
+	})
+	if err != nil {
+		return fmt.Errorf("resolve thread session: %w", err)
+	}
+	log = log.With(slog.String("session_id", ses.ID))
+	say := func(text string) error { return b.reply(ctx, it, "r", m.Channel, root, text) }
+	cmd := ParseCommand(text)
+
+	switch cmd.Name {
+	case "", "help":
+		return say(helpText)
+	case "workflows":
+		return say(b.workflowList(ctx))
+	case "status", "terminate", "compact":
+		out, err := b.sessions.Command(ctx, ses.ID, "/"+cmd.Name, actor(m.User))
+		if err != nil {
+			return say(fmt.Sprintf(":warning: `%s` failed: %s", cmd.Name, err))
+		}
+		if out == "" {
+			out = fmt.Sprintf("Done: `%s`.", cmd.Name)
+		}
+		return say(out)
+	case "policy":
+		p := strings.ToLower(cmd.Arg)
+		if p != "manual" && p != "auto" && p != "yolo" {
+			return say("Usage: `policy manual|auto|yolo` — `manual` holds every output, `auto` follows each workflow's policy, `yolo` holds nothing.")
+		}
+		if err := b.sessions.SetPolicy(ctx, ses.ID, p, actor(m.User)); err != nil {
+			return say(fmt.Sprintf(":warning: could not set the policy: %s", err))
+		}
+		return say(fmt.Sprintf("Policy for this thread is now `%s`.", p))
+	case "approve", "reject":
+		return b.decideInThread(ctx, it, m, root, ses.ID, cmd)
+	case "run":
+		name, brief := cmd.Arg, ""
+		if i := strings.IndexAny(name, " \t\n"); i >= 0 {
+			name, brief = name[:i], strings.TrimSpace(name[i:])
+		}
+		if name == "" {
+			return say("Usage: `run <command> <brief>` — see `workflows`.")
+		}
+		return b.enqueue(ctx, it, m, root, ses.ID, strings.ToLower(strings.TrimPrefix(name, "/")), brief, log)
+	}
+	if _, err := b.store.WorkflowGetByCommand(ctx, "/"+cmd.Name); err == nil {
+		return b.enqueue(ctx, it, m, root, ses.ID, cmd.Name, cmd.Arg, log)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if err := b.sessions.Message(ctx, ses.ID, unescape(text), actor(m.User)); err != nil {
+		return fmt.Errorf("chat turn: %w", err)
+	}
+	return nil
+}
+
+func (b *Bridge) workflowList(ctx context.Context) string {
+	wfs, err := b.store.WorkflowList(ctx)
+	if err != nil {
+		return ":warning: could not list workflows: " + err.Error()
+	}
+	sort.Slice(wfs, func(i, j int) bool { return wfs[i].Command < wfs[j].Command })
+	var sb strings.Builder
+	for _, w := range wfs {
+		if w.Status != "live" || w.Command == "" {
+			continue
+		}
+		fmt.Fprintf(&sb, "• `%s` — %s\n", strings.TrimPrefix(w.Command, "/"), esc(w.Summary))
+	}
+	if sb.Len() == 0 {
+		return "No live workflows."
+	}
+	return "*Live workflows* (mention me with `<command> <brief>`):\n" + sb.String()
+}
+
+// enqueue queues a workflow item for the thread. The dedupe key is the
+// message's, so however often Slack delivers it, it is enqueued once.
+func (b *Bridge) enqueue(ctx context.Context, it *store.SlackInboxItem, m *Message, root, sessionID, name, brief string, log *slog.Logger) error {
+	say := func(text string) error { return b.reply(ctx, it, "q", m.Channel, root, text) }
+	payload := map[string]any{
+		"brief":  brief,
+		"source": map[string]any{"platform": "slack", "channel": m.Channel, "threadTs": root, "user": m.User},
+	}
+	if t := firstLine(brief, 80); t != "" {
+		payload["title"] = t
+	}
+	itemID, enqueued, err := b.engine.Enqueue(ctx, EnqueueParams{
+		Command: "/" + name, DedupeKey: "slack:" + m.Channel + ":" + m.TS, Payload: payload,
+		SessionID: sessionID, OwnerUID: actor(m.User),
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return say(fmt.Sprintf("There is no workflow `%s`. Try `workflows`.", esc(name)))
+	case errors.Is(err, store.ErrConflict):
+		return say(fmt.Sprintf("Workflow `%s` is not live, so it takes no work right now.", esc(name)))
+	case err != nil:
+		return fmt.Errorf("enqueue /%s: %w", name, err)
+	}
+	log.InfoContext(ctx, "slack: enqueued", slog.String("command", name), slog.String("item_id", itemID), slog.Bool("enqueued", enqueued))
+	if !enqueued {
+		return nil // this message was already queued
+	}
+	return say(fmt.Sprintf(":inbox_tray: Queued `%s` (item `%s`).", name, itemID))
+}
+
+// decideInThread is `@bot approve|reject [comment]`: it decides the thread's
+// open hold exactly as the card's buttons do.
+func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m *Message, root, sessionID string, cmd Command) error {
+	holdID, err := b.engine.OpenHold(ctx, sessionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return b.ephemeral(ctx, it, "d", m.Channel, root, m.User, "This thread has no open hold to decide.")
+	}
+	if err != nil {
+		return err
+	}
+	return b.decide(ctx, it, "d", holdID, cmd.Name, cmd.Arg, m.User, "", m.Channel, root)
+}
+
+// decide applies a Slack user's decision; refusals are answered to that user
+// alone and change nothing. On success the mirror updates the card when the
+// engine records the decision in the transcript.
+func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix, holdID, decision, comment, user, username, channel, threadTS string) error {
+	err := b.engine.Decide(ctx, DecideParams{HoldID: holdID, Decision: decision, Comment: comment, SlackUserID: user, Username: username})
+	switch {
+	case err == nil:
+		b.log.InfoContext(ctx, "slack: hold decided", slog.String("hold_id", holdID), slog.String("decision", decision), slog.String("user", user))
+		return nil
+	case errors.Is(err, ErrForbidden):
+		return b.ephemeral(ctx, it, suffix, channel, threadTS, user,
+			fmt.Sprintf(":no_entry: You can't decide this hold: %s. Nothing was changed. Stewards can decide it here or in the console: %s",
+				esc(reason(err)), b.holdLink(holdID)))
+	case errors.Is(err, store.ErrConflict):
+		return b.ephemeral(ctx, it, suffix, channel, threadTS, user,
+			fmt.Sprintf("This hold was already decided: %s", esc(reason(err))))
+	case errors.Is(err, store.ErrNotFound):
+		return b.ephemeral(ctx, it, suffix, channel, threadTS, user, "That hold no longer exists.")
+	default:
+		return fmt.Errorf("decide hold %s: %w", holdID, err)
+	}
+}
+
+// reason is the most specific part of a refusal's message.
+func reason(err error) string {
+	msg := err.Error()
+	for _, s := range []string{ErrForbidden.Error() + ": ", store.ErrConflict.Error() + ": "} {
+		if i := strings.LastIndex(msg, s); i >= 0 {
+			msg = msg[i+len(s):]
+		}
+	}
+	return msg
+}
+
+func (b *Bridge) holdLink(holdID string) string {
+	return fmt.Sprintf("<%s/holds/%s|hold %s>", b.cfg.BaseURL, holdID, holdID)
+}
+
+// handleInteraction runs a click on a hold card's buttons.
+func (b *Bridge) handleInteraction(ctx context.Context, it *store.SlackInboxItem, in *Interaction) error {
+	if in.Type != "block_actions" {
+		return nil
+	}
+	for i, a := range in.Actions {
+		var decision string
+		switch a.ActionID {
+		case actionApprove:
+			decision = "approve"
+		case actionReject:
+			decision = "reject"
+		default:
+			continue
+		}
+		username := in.User.Username
+		if username == "" {
+			username = in.User.Name
+		}
+		if err := b.decide(ctx, it, fmt.Sprint(i), a.Value, decision, "", in.User.ID, username, in.ChannelID(), in.ThreadTS()); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,208 @@
+package bridge
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+
+	"github.com/slack-go/slack"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// MaxBody is the largest request body accepted (SPEC §5); larger ones get 413.
+const MaxBody = 1 << 20
+
+// Handler serves HTTP mode, to be mounted at /slack:
+// POST /events (Events API) and POST /interactions (interactivity).
+func (b *Bridge) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /events", b.serveEvents)
+	mux.HandleFunc("POST /interactions", b.serveInteractions)
+	return http.StripPrefix("/slack", mux)
+}
+
+// readVerified reads the raw body (at most MaxBody) and checks Slack's
+// signature over it, answering the error status itself when it fails.
+func (b *Bridge) readVerified(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			httpError(w, http.StatusRequestEntityTooLarge, "body larger than 1 MiB")
+			return nil, false
+		}
+		httpError(w, http.StatusBadRequest, "unreadable body")
+		return nil, false
+	}
+	sv, err := slack.NewSecretsVerifier(r.Header, b.cfg.SigningSecret)
+	if err == nil {
+		_, _ = sv.Write(body)
+		err = sv.Ensure()
+	}
+	if err != nil {
+		msg := "bad Slack signature"
+		if errors.Is(err, slack.ErrExpiredTimestamp) {
+			msg = "Slack request timestamp is more than 5 minutes away"
+		}
+		b.log.WarnContext(r.Context(), "slack: refused request", slog.String("path", r.URL.Path), slog.Any("error", err))
+		httpError(w, http.StatusUnauthorized, msg)
+		return nil, false
+	}
+	return body, true
+}
+
+func httpError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": http.StatusText(status), "message": msg}})
+}
+
+func (b *Bridge) serveEvents(w http.ResponseWriter, r *http.Request) {
+	body, ok := b.readVerified(w, r)
+	if !ok {
+		return
+	}
+	env, err := ParseEnvelope(body)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	switch env.Type {
+	case "url_verification":
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, env.Challenge)
+		return
+	case "event_callback":
+		if err := b.Accept(r.Context(), store.SlackKindEvent, env.EventID, body); err != nil {
+			b.log.ErrorContext(r.Context(), "slack: storing event", slog.String("event_id", env.EventID), slog.Any("error", err))
+			httpError(w, http.StatusServiceUnavailable, "could not store the event; Slack will retry")
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (b *Bridge) serveInteractions(w http.ResponseWriter, r *http.Request) {
+	body, ok := b.readVerified(w, r)
+	if !ok {
+		return
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil || form.Get("payload") == "" {
+		httpError(w, http.StatusBadRequest, "expected a form with a payload field")
+		return
+	}
+	payload := []byte(form.Get("payload"))
+	in, err := ParseInteraction(payload)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if in.Type == "block_actions" {
+		if err := b.Accept(r.Context(), store.SlackKindInteraction, interactionKey(payload), payload); err != nil {
+			b.log.ErrorContext(r.Context(), "slack: storing interaction", slog.Any("error", err))
+			httpError(w, http.StatusServiceUnavailable, "could not store the interaction")
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// interactionKey identifies an interaction delivery: interactions carry no
+// event id, and a redelivery repeats the payload byte for byte while a second
+// click differs (action_ts).
+func interactionKey(payload []byte) string {
+	sum := sha256.Sum256(bytes.TrimSpace(payload))
+	return "int:" + hex.EncodeToString(sum[:16])
+}
+
+// Accept stores one delivery durably and wakes the inbox worker. It is the
+// only thing either transport does before acknowledging: no model call and no
+// Slack call happens on this path.
+func (b *Bridge) Accept(ctx context.Context, kind, key string, body []byte) error {
+	added, err := b.storeInbox(ctx, &store.SlackInboxAddParams{Key: key, Kind: kind, Body: body})
+	if err != nil {
+		return fmt.Errorf("slack inbox: %w", err)
+	}
+	result := "duplicate"
+	if added {
+		result = "new"
+		wake(b.inboxWake)
+	}
+	b.metrics.inbox.WithLabelValues(kind, result).Inc()
+	return nil
+}
+
+// inboxReq is one delivery waiting for a group commit.
+type inboxReq struct {
+	p     *store.SlackInboxAddParams
+	added bool
+	err   error
+	done  chan struct{} // closed when the delivery's batch committed (or failed)
+	lead  chan struct{} // closed when this request is to commit the next batch
+}
+
+// maxInboxBatch bounds one group commit.
+const maxInboxBatch = 256
+
+// storeInbox group-commits concurrent deliveries: SQLite makes one durable
+// commit (an fsync) at a time, so deliveries arriving while one is under way
+// wait and are committed together by the first of them, which lets
+// throughput grow with concurrency instead of queueing behind fsyncs. There
+// is no background goroutine: the leadership passes from request to request.
+func (b *Bridge) storeInbox(ctx context.Context, p *store.SlackInboxAddParams) (bool, error) {
+	r := &inboxReq{p: p, done: make(chan struct{}), lead: make(chan struct{})}
+	b.batch.mu.Lock()
+	b.batch.queue = append(b.batch.queue, r)
+	leader := !b.batch.leading
+	b.batch.leading = true
+	b.batch.mu.Unlock()
+	if !leader {
+		select {
+		case <-r.done:
+			return r.added, r.err
+		case <-r.lead:
+		}
+	}
+	b.batch.mu.Lock()
+	n := min(len(b.batch.queue), maxInboxBatch)
+	batch := b.batch.queue[:n:n]
+	b.batch.queue = b.batch.queue[n:]
+	b.batch.mu.Unlock()
+
+	params := make([]*store.SlackInboxAddParams, len(batch))
+	for i, q := range batch {
+		params[i] = q.p
+	}
+	// Others' deliveries ride on this commit: one client going away must not
+	// fail them.
+	added, err := b.store.SlackInboxAdd(context.WithoutCancel(ctx), params)
+	for i, q := range batch {
+		if err != nil {
+			q.err = err
+		} else {
+			q.added = added[i]
+		}
+		if q != r {
+			close(q.done)
+		}
+	}
+
+	b.batch.mu.Lock()
+	if len(b.batch.queue) > 0 {
+		close(b.batch.queue[0].lead)
+	} else {
+		b.batch.leading = false
+	}
+	b.batch.mu.Unlock()
+	return r.added, r.err
+}

@@ -1,0 +1,252 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/holdfast-bot/holdfast/bridge/mrkdwn"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// Hold card action ids (SPEC §5).
+const (
+	actionApprove = "hold_approve"
+	actionReject  = "hold_reject"
+)
+
+// mirrorBatch is how many transcript events one mirror pass reads.
+const mirrorBatch = 100
+
+// previewLimit keeps a card's preview inside one section (3,000 chars).
+const previewLimit = 2500
+
+var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// esc escapes text for mrkdwn.
+func esc(s string) string { return escaper.Replace(s) }
+
+// mirrorOnce turns the next page of Slack sessions' transcript events into
+// outbox messages, moving the cursor in the same transaction.
+func (b *Bridge) mirrorOnce(ctx context.Context) (bool, error) {
+	cur, err := b.store.SlackMirrorCursor(ctx)
+	if err != nil {
+		return false, err
+	}
+	evs, err := b.store.SlackMirrorEvents(ctx, cur, mirrorBatch)
+	if err != nil || len(evs) == 0 {
+		return false, err
+	}
+	var msgs []*store.SlackOutboxAddParams
+	batch := map[string]*store.SlackOutboxAddParams{} // cards queued by this page, not yet committed
+	for _, ev := range evs {
+		for _, m := range b.mirrorEvent(ctx, ev, batch) {
+			batch[m.DedupeKey] = m
+			msgs = append(msgs, m)
+		}
+	}
+	n, err := b.store.SlackMirrorAdvance(ctx, evs[len(evs)-1].ID, msgs)
+	if err != nil {
+		return false, err
+	}
+	b.metrics.queued.Add(float64(n))
+	if n > 0 {
+		wake(b.outboxWake)
+	}
+	return len(evs) == mirrorBatch, nil
+}
+
+func str(p map[string]any, k string) string {
+	switch v := p[k].(type) {
+	case string:
+		return v
+	case nil:
+		return ""
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// mirrorEvent answers the Slack messages one transcript event becomes.
+func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, batch map[string]*store.SlackOutboxAddParams) []*store.SlackOutboxAddParams {
+	channel, thread, ok := parseTag(ev.Tag)
+	if !ok {
+		return nil
+	}
+	p := ev.Payload
+	key := fmt.Sprintf("ev:%d", ev.ID)
+	line := func(text string) []*store.SlackOutboxAddParams {
+		return []*store.SlackOutboxAddParams{{DedupeKey: key, Queue: queueOf(channel, thread), Method: store.SlackPost,
+			Channel: channel, ThreadTS: thread, Text: text}}
+	}
+	switch ev.Type {
+	case "run_started":
+		return line(fmt.Sprintf(":arrow_forward: Started `%s` — run `%s`.", esc(str(p, "command")), esc(str(p, "runId"))))
+	case "hold_opened":
+		return b.holdCards(channel, thread, p)
+	case "hold_decided":
+		return b.holdDecided(ctx, key, channel, thread, ev.TS, p, batch)
+	case "run_finished":
+		switch st := str(p, "status"); st {
+		case "failed", "cancelled", "recovery_exhausted":
+			msg := fmt.Sprintf(":x: Run `%s` %s", esc(str(p, "runId")), strings.ReplaceAll(st, "_", " "))
+			if k := str(p, "errorKind"); k != "" {
+				msg += fmt.Sprintf(" (%s)", esc(k))
+			}
+			if e := str(p, "error"); e != "" {
+				msg += ": " + esc(firstLine(e, 300))
+			}
+			return line(msg + ".")
+		}
+		return nil
+	case "memo_dispatched":
+		return b.memoMessages(ctx, key, channel, thread, p)
+	case "assistant_message":
+		return markdownMessages(key, channel, thread, "", str(p, "text"))
+	}
+	return nil
+}
+
+// markdownMessages renders markdown into as many messages as Slack's limits
+// need, with lead (mrkdwn) as a first section when set.
+func markdownMessages(key, channel, thread, lead, md string) []*store.SlackOutboxAddParams {
+	var out []*store.SlackOutboxAddParams
+	parts := mrkdwn.Blocks([]byte(md))
+	if lead != "" {
+		leadBlock := slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, lead, false, false), nil, nil)
+		if len(parts) == 0 || len(parts[0]) >= 50 {
+			parts = append([][]slack.Block{{leadBlock}}, parts...)
+		} else {
+			parts[0] = append([]slack.Block{leadBlock}, parts[0]...)
+		}
+	}
+	fallback := mrkdwn.Fallback([]byte(md), 300)
+	if fallback == "" {
+		fallback = lead
+	}
+	for i, blocks := range parts {
+		bj, err := json.Marshal(blocks)
+		if err != nil {
+			continue // slack-go's block types always marshal
+		}
+		out = append(out, &store.SlackOutboxAddParams{DedupeKey: fmt.Sprintf("%s:%d", key, i), Queue: queueOf(channel, thread),
+			Method: store.SlackPost, Channel: channel, ThreadTS: thread, Text: fallback, Blocks: string(bj)})
+	}
+	return out
+}
+
+// memoMessages posts a dispatched memo, read from the store, into the thread.
+func (b *Bridge) memoMessages(ctx context.Context, key, channel, thread string, p map[string]any) []*store.SlackOutboxAddParams {
+	id := str(p, "memoId")
+	link := fmt.Sprintf("<%s/memos/%s|%s>", b.cfg.BaseURL, id, esc(orDefault(str(p, "title"), id)))
+	m, err := b.store.MemoGetByID(ctx, id)
+	if err != nil {
+		b.log.WarnContext(ctx, "slack: dispatched memo unreadable; posting its link only", slog.String("memo_id", id), slog.Any("error", err))
+		return []*store.SlackOutboxAddParams{{DedupeKey: key, Queue: queueOf(channel, thread), Method: store.SlackPost,
+			Channel: channel, ThreadTS: thread, Text: ":page_facing_up: Memo dispatched: " + link}}
+	}
+	return markdownMessages(key, channel, thread, ":page_facing_up: Memo dispatched: "+link, m.Body)
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func cardKey(holdID, where string) string { return "card:" + holdID + ":" + where }
+
+// holdCards builds the hold card for the thread and, when configured, the
+// holds channel (SPEC §5).
+func (b *Bridge) holdCards(channel, thread string, p map[string]any) []*store.SlackOutboxAddParams {
+	holdID := str(p, "holdId")
+	if holdID == "" {
+		return nil
+	}
+	command, gate := str(p, "command"), orDefault(str(p, "gateLabel"), "Review")
+	preview := mrkdwn.Render([]byte(str(p, "preview")))
+	if r := []rune(preview); len(r) > previewLimit {
+		preview = string(r[:previewLimit]) + "…"
+	}
+	if strings.TrimSpace(preview) == "" {
+		preview = "_(empty output)_"
+	}
+	blocks := []slack.Block{
+		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType,
+			fmt.Sprintf(":raised_hand: *%s* is waiting for a steward — `%s`", esc(gate), esc(command)), false, false), nil, nil),
+		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, preview, false, false), nil, nil),
+		slack.NewActionBlock("hold:"+holdID,
+			slack.NewButtonBlockElement(actionApprove, holdID, slack.NewTextBlockObject(slack.PlainTextType, "Approve", false, false)).WithStyle(slack.StylePrimary),
+			slack.NewButtonBlockElement(actionReject, holdID, slack.NewTextBlockObject(slack.PlainTextType, "Reject", false, false)).WithStyle(slack.StyleDanger),
+		),
+		slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType,
+			fmt.Sprintf("%s in the console · run `%s`", b.holdLink(holdID), esc(str(p, "runId"))), false, false)),
+	}
+	bj, _ := json.Marshal(blocks)
+	text := fmt.Sprintf("Hold: %s — %s waits for a steward", command, gate)
+	out := []*store.SlackOutboxAddParams{{DedupeKey: cardKey(holdID, "thread"), Queue: queueOf(channel, thread),
+		Method: store.SlackPost, Channel: channel, ThreadTS: thread, Text: text, Blocks: string(bj)}}
+	if hc := b.cfg.HoldsChannel; hc != "" {
+		out = append(out, &store.SlackOutboxAddParams{DedupeKey: cardKey(holdID, "holds"), Queue: queueOf(hc, ""),
+			Method: store.SlackPost, Channel: hc, Text: text + fmt.Sprintf(" (from <#%s>)", channel), Blocks: string(bj)})
+	}
+	return out
+}
+
+// holdDecided updates every card of the hold (buttons replaced by who
+// decided, how, when and why) and notes the decision in the thread.
+func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, at time.Time, p map[string]any,
+	batch map[string]*store.SlackOutboxAddParams) []*store.SlackOutboxAddParams {
+	holdID := str(p, "holdId")
+	status := str(p, "status")
+	verb, icon := "Approved", ":white_check_mark:"
+	if status == "rejected" {
+		verb, icon = "Rejected", ":no_entry_sign:"
+	}
+	who := orDefault(str(p, "decidedBy"), "someone")
+	if strings.HasPrefix(who, "slack:") {
+		who = "<@" + strings.TrimPrefix(who, "slack:") + ">"
+	} else {
+		who = esc(who)
+	}
+	decided := fmt.Sprintf("%s *%s* by %s via %s at <!date^%d^{date_short_pretty} {time}|%s>", icon, verb, who,
+		esc(orDefault(str(p, "decidedVia"), "console")), at.Unix(), at.UTC().Format(time.RFC3339))
+	if c := str(p, "comment"); c != "" {
+		decided += ": " + esc(c)
+	}
+	var out []*store.SlackOutboxAddParams
+	for _, where := range []string{"thread", "holds"} {
+		card := batch[cardKey(holdID, where)]
+		if card == nil {
+			stored, err := b.store.SlackOutboxGetByKey(ctx, cardKey(holdID, where))
+			if err != nil {
+				continue // no card was queued there
+			}
+			card = &stored.SlackOutboxAddParams
+		}
+		var blocks []map[string]any
+		if err := json.Unmarshal([]byte(card.Blocks), &blocks); err != nil {
+			continue
+		}
+		kept := blocks[:0]
+		for _, bl := range blocks {
+			if bl["type"] != "actions" {
+				kept = append(kept, bl)
+			}
+		}
+		kept = append(kept, map[string]any{"type": "context", "elements": []any{map[string]any{"type": "mrkdwn", "text": decided}}})
+		bj, _ := json.Marshal(kept)
+		out = append(out, &store.SlackOutboxAddParams{DedupeKey: "update:" + holdID + ":" + where, Queue: card.Queue,
+			Method: store.SlackUpdate, Channel: card.Channel, Text: fmt.Sprintf("Hold %s: %s by %s", holdID, strings.ToLower(verb), orDefault(str(p, "decidedBy"), "someone")),
+			Blocks: string(bj), RefKey: card.DedupeKey})
+	}
+	out = append(out, &store.SlackOutboxAddParams{DedupeKey: key, Queue: queueOf(channel, thread), Method: store.SlackPost,
+		Channel: channel, ThreadTS: thread, Text: decided})
+	return out
+}

@@ -1,0 +1,195 @@
+package bridge_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/bridge"
+	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// appendEvent writes a transcript event as the engine does.
+func (tb *testBundle) appendEvent(t *testing.T, sessionID, typ string, payload map[string]any) {
+	t.Helper()
+	_, err := tb.store.EventAppend(tb.ctx, &store.EventAppendParams{SessionID: sessionID, Type: typ, Actor: "engine", Payload: payload})
+	require.NoError(t, err)
+	tb.bridge.Wake()
+}
+
+func TestMirrorRunLifecycle(t *testing.T) {
+	t.Parallel()
+	o := standIns()
+	o.cfg = func(c *bridge.Config) { c.HoldsChannel = "CHOLDS" }
+	tb := setup(t, o)
+	root := tb.ts()
+	tb.event(t, "EvL0", mention("C5", "U1", root, "", "help"))
+	tb.inboxDrained(t)
+	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:C5:"+root)
+	require.NoError(t, err)
+
+	tb.appendEvent(t, ses.ID, "run_started", map[string]any{"runId": "run_1", "itemId": "itm_1", "command": "/draft-memo"})
+	tb.appendEvent(t, ses.ID, "run_step", map[string]any{"runId": "run_1", "step": 1, "kind": "context", "status": "succeeded"})
+	tb.appendEvent(t, ses.ID, "hold_opened", map[string]any{"holdId": "hld_1", "runId": "run_1", "command": "/draft-memo",
+		"gateLabel": "Review draft", "preview": "# Otters\n\nThey **hold hands** <script>"})
+
+	card := tb.waitPost(t, "C5", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "hold:hld_1") })
+	blocks := blocksOf(t, card)
+	var actions map[string]any
+	for _, b := range blocks {
+		if b["type"] == "actions" {
+			actions = b
+		}
+	}
+	require.NotNil(t, actions)
+	require.Equal(t, "hold:hld_1", actions["block_id"])
+	els := actions["elements"].([]any)
+	require.Len(t, els, 2)
+	approve, reject := els[0].(map[string]any), els[1].(map[string]any)
+	require.Equal(t, []any{"hold_approve", "hld_1", "primary"}, []any{approve["action_id"], approve["value"], approve["style"]})
+	require.Equal(t, []any{"hold_reject", "hld_1", "danger"}, []any{reject["action_id"], reject["value"], reject["style"]})
+	require.Contains(t, text(card), "http://holdfast.test/holds/hld_1")
+	require.Contains(t, text(card), "Review draft")
+	require.Contains(t, text(card), "*hold hands*")
+	require.Contains(t, text(card), "&lt;script&gt;", "the preview is escaped")
+	holdsCard := tb.waitPost(t, "CHOLDS", "", func(c fakeslack.Call) bool { return strings.Contains(text(c), "hold:hld_1") })
+
+	tb.appendEvent(t, ses.ID, "hold_decided", map[string]any{"holdId": "hld_1", "runId": "run_1", "status": "approved",
+		"decidedBy": "slack:USTEWARD", "decidedVia": "slack", "comment": "ship <it>"})
+	tb.waitPost(t, "C5", root, func(c fakeslack.Call) bool {
+		return strings.Contains(c.Form["text"], "*Approved* by <@USTEWARD> via slack")
+	})
+	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.update")) == 2 }, 5*time.Second, 5*time.Millisecond)
+	updated := map[string]fakeslack.Call{}
+	for _, u := range tb.slack.Delivered("chat.update") {
+		updated[u.Form["channel"]] = u
+	}
+	require.Equal(t, card.TS, updated["C5"].Form["ts"], "the update refers to the ts the card was posted with")
+	require.Equal(t, holdsCard.TS, updated["CHOLDS"].Form["ts"])
+	for _, u := range updated {
+		require.NotContains(t, text(u), "hold_approve", "buttons gone")
+		require.Contains(t, text(u), "Approved")
+		require.Contains(t, text(u), "ship &lt;it&gt;")
+		require.Contains(t, text(u), "Review draft", "the card keeps what was held")
+	}
+
+	body := "# Otters\n\n" + strings.Repeat("Otters hold hands while they sleep. ", 200) + "\n\n- [link](https://example.com)\n"
+	memo, err := tb.store.MemoCreate(tb.ctx, &store.MemoCreateParams{Title: "Otters", Body: body, Unlisted: true})
+	require.NoError(t, err)
+	tb.appendEvent(t, ses.ID, "memo_dispatched", map[string]any{"runId": "run_1", "memoId": memo.ID, "title": "Otters"})
+	tb.appendEvent(t, ses.ID, "run_finished", map[string]any{"runId": "run_1", "status": "succeeded"})
+	tb.appendEvent(t, ses.ID, "run_finished", map[string]any{"runId": "run_2", "status": "failed", "errorKind": "guard", "error": "too long"})
+	tb.waitPost(t, "C5", root, func(c fakeslack.Call) bool {
+		return strings.Contains(c.Form["text"], "Run `run_2` failed (guard): too long.")
+	})
+
+	var texts []string
+	for _, p := range tb.posts("C5", root) {
+		texts = append(texts, text(p))
+	}
+	all := strings.Join(texts, "\n")
+	require.Contains(t, all, "<http://holdfast.test/memos/"+memo.ID+"|Otters>")
+	require.Contains(t, all, "<https://example.com|link>")
+	require.Contains(t, all, "Started `/draft-memo`")
+	require.NotContains(t, all, "run_1` succeeded", "success is the memo, not a line")
+
+	// Order in the thread follows the transcript.
+	idx := func(s string) int { return strings.Index(all, s) }
+	require.Less(t, idx("Started"), idx("hold:hld_1"))
+	require.Less(t, idx("hold:hld_1"), idx("*Approved*"))
+	require.Less(t, idx("*Approved*"), idx("Memo dispatched"))
+	require.Less(t, idx("Memo dispatched"), idx("run_2"))
+
+	// Nothing is mirrored twice, even when woken again.
+	n := len(tb.slack.Calls(""))
+	tb.bridge.Wake()
+	tb.appendEvent(t, ses.ID, "assistant_message", map[string]any{"text": "done"})
+	tb.waitPost(t, "C5", root, func(c fakeslack.Call) bool { return c.Form["text"] == "done" })
+	require.Len(t, tb.slack.Calls(""), n+1)
+}
+
+func TestOutboxSurvivesOutage(t *testing.T) {
+	t.Parallel()
+	o := standIns()
+	o.cfg = func(c *bridge.Config) { c.Senders = 2 }
+	tb := setup(t, o)
+	// Slack is down, then rate limits, then recovers.
+	tb.slack.FailNext(6, http.StatusInternalServerError, 0)
+	tb.slack.FailNext(2, http.StatusTooManyRequests, 1)
+
+	roots := []string{tb.ts(), tb.ts(), tb.ts()}
+	var sessions []string
+	for i, root := range roots {
+		ses, err := tb.store.SessionCreate(tb.ctx, &store.SessionCreateParams{Origin: store.OriginChannel, Platform: "slack",
+			Tags: []string{"slack:C6:" + root}, Policy: "auto"})
+		require.NoError(t, err)
+		sessions = append(sessions, ses.ID)
+		_ = i
+	}
+	const per = 5
+	for i := range per {
+		for j, id := range sessions {
+			tb.appendEvent(t, id, "assistant_message", map[string]any{"text": fmt.Sprintf("thread %d message %d", j, i)})
+		}
+	}
+	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postMessage")) == per*len(roots) }, 20*time.Second, 10*time.Millisecond)
+	for j, root := range roots {
+		posts := tb.posts("C6", root)
+		require.Len(t, posts, per, "every message arrives once")
+		for i, p := range posts {
+			require.Equal(t, fmt.Sprintf("thread %d message %d", j, i), p.Form["text"], "in order")
+		}
+	}
+	var rateLimited, failed int
+	for _, c := range tb.slack.Calls("chat.postMessage") {
+		switch c.Status {
+		case http.StatusTooManyRequests:
+			rateLimited++
+		case http.StatusInternalServerError:
+			failed++
+		}
+	}
+	require.Equal(t, 2, rateLimited)
+	require.Equal(t, 6, failed)
+	require.Len(t, tb.slack.Calls("chat.postMessage"), per*len(roots)+8)
+}
+
+func TestOutboxRefusalKeptAsFailed(t *testing.T) {
+	t.Parallel()
+	o := standIns()
+	o.cfg = func(c *bridge.Config) { c.MaxRefusals = 2 }
+	tb := setup(t, o)
+	// A post Slack refuses outright (channel_not_found) is tried MaxRefusals
+	// times and kept as failed, so is the update of that card, and the
+	// thread goes on.
+	require.NoError(t, tb.addOutbox(&store.SlackOutboxAddParams{DedupeKey: "k1", Queue: "C8:1.1", Method: store.SlackPost, Channel: "C8", ThreadTS: "1.1", Text: "first"}))
+	require.NoError(t, tb.addOutbox(&store.SlackOutboxAddParams{DedupeKey: "k2", Queue: "C8:1.1", Method: store.SlackPost, Channel: fakeslack.ChannelGone, ThreadTS: "1.1", Text: "bad"}))
+	require.NoError(t, tb.addOutbox(&store.SlackOutboxAddParams{DedupeKey: "k3", Queue: "C8:1.1", Method: store.SlackUpdate, Channel: "C8", RefKey: "k2", Text: "upd"}))
+	require.NoError(t, tb.addOutbox(&store.SlackOutboxAddParams{DedupeKey: "k4", Queue: "C8:1.1", Method: store.SlackPost, Channel: "C8", ThreadTS: "1.1", Text: "last"}))
+	tb.waitPost(t, "C8", "1.1", func(c fakeslack.Call) bool { return c.Form["text"] == "last" })
+	require.Eventually(t, func() bool {
+		m, err := tb.store.SlackOutboxGetByKey(tb.ctx, "k4")
+		return err == nil && m.Status == store.SlackOutboxSentSt
+	}, 5*time.Second, 5*time.Millisecond)
+	for key, status := range map[string]string{"k1": "sent", "k2": "failed", "k3": "failed", "k4": "sent"} {
+		m, err := tb.store.SlackOutboxGetByKey(tb.ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, status, m.Status, key)
+	}
+	require.Empty(t, tb.slack.Calls("chat.update"))
+	m, err := tb.store.SlackOutboxGetByKey(tb.ctx, "k2")
+	require.NoError(t, err)
+	require.Equal(t, 2, m.Attempts)
+	require.Equal(t, "channel_not_found", m.LastError)
+}
+
+func (tb *testBundle) addOutbox(m *store.SlackOutboxAddParams) error {
+	_, err := tb.store.SlackOutboxAdd(tb.ctx, []*store.SlackOutboxAddParams{m})
+	tb.bridge.Wake()
+	return err
+}

@@ -1,0 +1,188 @@
+package bridge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// Envelope is the outer JSON of an Events API delivery.
+type Envelope struct {
+	Type           string          `json:"type"`
+	EventID        string          `json:"event_id"`
+	Challenge      string          `json:"challenge"`
+	Event          json.RawMessage `json:"event"`
+	Authorizations []struct {
+		UserID string `json:"user_id"`
+		IsBot  bool   `json:"is_bot"`
+	} `json:"authorizations"`
+}
+
+// ParseEnvelope decodes and checks an Events API body: a url_verification
+// needs its challenge, an event_callback its event_id and event.
+func ParseEnvelope(body []byte) (*Envelope, error) {
+	var env Envelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return nil, fmt.Errorf("malformed event JSON: %w", err)
+	}
+	switch env.Type {
+	case "url_verification":
+		if env.Challenge == "" {
+			return nil, errors.New("url_verification without a challenge")
+		}
+	case "event_callback":
+		if env.EventID == "" {
+			return nil, errors.New("event_callback without an event_id")
+		}
+		if len(env.Event) == 0 || env.Event[0] != '{' {
+			return nil, errors.New("event_callback without an event object")
+		}
+	case "":
+		return nil, errors.New("event without a type")
+	}
+	return &env, nil
+}
+
+// Message is the inner event of an app_mention or message delivery.
+type Message struct {
+	Type        string `json:"type"` // app_mention | message
+	Subtype     string `json:"subtype"`
+	Channel     string `json:"channel"`
+	ChannelType string `json:"channel_type"` // channel | group | im | mpim
+	User        string `json:"user"`
+	BotID       string `json:"bot_id"`
+	Text        string `json:"text"`
+	TS          string `json:"ts"`
+	ThreadTS    string `json:"thread_ts"`
+}
+
+// ParseMessage decodes an envelope's inner event.
+func ParseMessage(env *Envelope) (*Message, error) {
+	var m Message
+	if err := json.Unmarshal(env.Event, &m); err != nil {
+		return nil, fmt.Errorf("malformed inner event: %w", err)
+	}
+	return &m, nil
+}
+
+// Root is the ts of the thread the message belongs to: a top-level message
+// starts a thread on its own ts.
+func (m *Message) Root() string {
+	if m.ThreadTS != "" {
+		return m.ThreadTS
+	}
+	return m.TS
+}
+
+// Interaction is the part of an interactivity payload the bridge reads.
+type Interaction struct {
+	Type string `json:"type"`
+	User struct {
+		ID       string `json:"id"`
+		Username string `json:"username"`
+		Name     string `json:"name"`
+	} `json:"user"`
+	Channel struct {
+		ID string `json:"id"`
+	} `json:"channel"`
+	Container struct {
+		ChannelID string `json:"channel_id"`
+		MessageTS string `json:"message_ts"`
+		ThreadTS  string `json:"thread_ts"`
+	} `json:"container"`
+	Message struct {
+		TS       string `json:"ts"`
+		ThreadTS string `json:"thread_ts"`
+	} `json:"message"`
+	Actions []struct {
+		ActionID string `json:"action_id"`
+		BlockID  string `json:"block_id"`
+		Value    string `json:"value"`
+	} `json:"actions"`
+}
+
+// ParseInteraction decodes an interactivity payload (the JSON in the
+// `payload` form field, or a Socket Mode envelope's payload).
+func ParseInteraction(payload []byte) (*Interaction, error) {
+	var in Interaction
+	if err := json.Unmarshal(payload, &in); err != nil {
+		return nil, fmt.Errorf("malformed interaction JSON: %w", err)
+	}
+	if in.Type == "" {
+		return nil, errors.New("interaction without a type")
+	}
+	if in.Type == "block_actions" && in.User.ID == "" {
+		return nil, errors.New("block_actions without a user")
+	}
+	return &in, nil
+}
+
+// ChannelID is where the clicked message lives.
+func (in *Interaction) ChannelID() string {
+	if in.Channel.ID != "" {
+		return in.Channel.ID
+	}
+	return in.Container.ChannelID
+}
+
+// ThreadTS is the thread of the clicked message ("" for a top-level card).
+func (in *Interaction) ThreadTS() string {
+	if in.Message.ThreadTS != "" {
+		return in.Message.ThreadTS
+	}
+	return in.Container.ThreadTS
+}
+
+var mentionRE = regexp.MustCompile(`<@([UW][A-Z0-9]+)(\|[^>]*)?>`)
+
+// stripMention removes mentions of botUserID (all mentions when unknown)
+// and tidies the space they leave.
+func stripMention(text, botUserID string) string {
+	text = mentionRE.ReplaceAllStringFunc(text, func(m string) string {
+		id := mentionRE.FindStringSubmatch(m)[1]
+		if botUserID == "" || id == botUserID {
+			return " "
+		}
+		return m
+	})
+	return strings.TrimSpace(text)
+}
+
+// mentions reports whether text mentions botUserID.
+func mentions(text, botUserID string) bool {
+	if botUserID == "" {
+		return false
+	}
+	for _, m := range mentionRE.FindAllStringSubmatch(text, -1) {
+		if m[1] == botUserID {
+			return true
+		}
+	}
+	return false
+}
+
+// Command is a parsed mention command.
+type Command struct {
+	Name string // lower-case first word, without a leading slash
+	Arg  string // the rest, trimmed
+}
+
+// ParseCommand splits the text after the mention into its first word and
+// the rest. Slack unescapes nothing for us: &amp; &lt; &gt; are turned back
+// into characters in the argument, which goes to workflows as plain text.
+func ParseCommand(text string) Command {
+	text = strings.TrimSpace(text)
+	name, rest := text, ""
+	if i := strings.IndexFunc(text, unicode.IsSpace); i >= 0 {
+		name, rest = text[:i], text[i:]
+	}
+	name = strings.ToLower(strings.TrimPrefix(name, "/"))
+	return Command{Name: name, Arg: strings.TrimSpace(unescape(rest))}
+}
+
+var unescaper = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")
+
+func unescape(s string) string { return unescaper.Replace(s) }

@@ -1,0 +1,56 @@
+package bridge_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+func TestSocketModeStoresThenAcks(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, standIns())
+	api := slack.New("xoxb-test", slack.OptionAppLevelToken("xapp-test"), slack.OptionAPIURL(tb.slack.APIURL()))
+	client := socketmode.New(api)
+	done := make(chan error, 1)
+	go func() { done <- tb.bridge.RunSocketMode(tb.ctx, client) }()
+	tb.slack.Connected(t, 10*time.Second)
+
+	ack := func(want string) {
+		t.Helper()
+		select {
+		case got := <-tb.slack.Acks():
+			require.Equal(t, want, got)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("envelope %s not acknowledged", want)
+		}
+	}
+	root := tb.ts()
+	payload := eventBody("EvS1", mention("C9", "U1", root, "", "help"))
+	require.NoError(t, tb.slack.SendEnvelope("env-1", "events_api", payload))
+	ack("env-1")
+	added, err := tb.store.SlackInboxAdd(tb.ctx, []*store.SlackInboxAddParams{{Key: "EvS1", Kind: store.SlackKindEvent, Body: payload}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{false}, added, "stored before it was acknowledged")
+
+	// A redelivery (same event_id, new envelope) is acknowledged, not reprocessed.
+	require.NoError(t, tb.slack.SendEnvelope("env-2", "events_api", payload))
+	ack("env-2")
+	tb.waitPost(t, "C9", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "Holdfast") })
+
+	click, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]any{"id": "UNOBODY"},
+		"channel": map[string]any{"id": "C9"}, "message": map[string]any{"ts": "5.5", "thread_ts": root},
+		"actions": []any{map[string]any{"action_id": "hold_approve", "block_id": "hold:hld_9", "value": "hld_9"}}})
+	require.NoError(t, tb.slack.SendEnvelope("env-3", "interactive", click))
+	ack("env-3")
+	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 10*time.Second, 5*time.Millisecond)
+	tb.inboxDrained(t)
+	require.Len(t, tb.posts("C9", root), 1)
+}

@@ -1,0 +1,96 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/holdfast-bot/holdfast/bridge"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// storeSessions is a minimal sessions service over the real store, for tests
+// that exercise the bridge alone.
+type storeSessions struct{ st store.Store }
+
+func (s storeSessions) ResolveTag(ctx context.Context, tag string, p bridge.NewSession) (*store.Session, error) {
+	ses, err := s.st.SessionGetByTag(ctx, tag)
+	if err == nil {
+		return ses, nil
+	}
+	return s.st.SessionCreate(ctx, &store.SessionCreateParams{Title: p.Title, Origin: store.OriginChannel, Platform: "slack",
+		Tags: []string{tag}, Context: p.Context, Policy: "auto"})
+}
+
+func (s storeSessions) Message(ctx context.Context, id, text, actor string) error {
+	if _, err := s.st.EventAppend(ctx, &store.EventAppendParams{SessionID: id, Type: "user_message", Actor: actor, Payload: map[string]any{"text": text}}); err != nil {
+		return err
+	}
+	_, err := s.st.EventAppend(ctx, &store.EventAppendParams{SessionID: id, Type: "assistant_message", Actor: "assistant",
+		Payload: map[string]any{"text": "You said: **" + text + "**"}})
+	return err
+}
+
+func (s storeSessions) Command(ctx context.Context, id, command, actor string) (string, error) {
+	return "ran " + command, nil
+}
+
+func (s storeSessions) SetPolicy(ctx context.Context, id, policy, actor string) error {
+	_, err := s.st.EventAppend(ctx, &store.EventAppendParams{SessionID: id, Type: "policy_set", Actor: actor, Payload: map[string]any{"policy": policy}})
+	return err
+}
+
+// recordingEngine records enqueues (idempotent by dedupe key) and refuses
+// every decision from users outside stewards.
+type recordingEngine struct {
+	mu       sync.Mutex
+	enqueues []bridge.EnqueueParams
+	keys     map[string]string
+	decides  []bridge.DecideParams
+	stewards map[string]bool
+	open     map[string]string // session → hold
+}
+
+func newRecordingEngine() *recordingEngine {
+	return &recordingEngine{keys: map[string]string{}, stewards: map[string]bool{}, open: map[string]string{}}
+}
+
+func (e *recordingEngine) Enqueue(ctx context.Context, p bridge.EnqueueParams) (string, bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p.Command != "/draft-memo" {
+		return "", false, fmt.Errorf("workflow %s: %w", p.Command, store.ErrNotFound)
+	}
+	if id, ok := e.keys[p.DedupeKey]; ok {
+		return id, false, nil
+	}
+	id := fmt.Sprintf("itm_%d", len(e.keys)+1)
+	e.keys[p.DedupeKey] = id
+	e.enqueues = append(e.enqueues, p)
+	return id, true, nil
+}
+
+func (e *recordingEngine) Decide(ctx context.Context, p bridge.DecideParams) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.decides = append(e.decides, p)
+	if !e.stewards[p.SlackUserID] {
+		return fmt.Errorf("decide: %w: %s is not a steward", bridge.ErrForbidden, p.SlackUserID)
+	}
+	return nil
+}
+
+func (e *recordingEngine) OpenHold(ctx context.Context, sessionID string) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if h, ok := e.open[sessionID]; ok {
+		return h, nil
+	}
+	return "", store.ErrNotFound
+}
+
+func (e *recordingEngine) snapshot() ([]bridge.EnqueueParams, []bridge.DecideParams) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]bridge.EnqueueParams(nil), e.enqueues...), append([]bridge.DecideParams(nil), e.decides...)
+}

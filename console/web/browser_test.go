@@ -1,0 +1,203 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+)
+
+// browser is one headless Chromium tab with its console watched: any
+// JavaScript exception or console error fails the test.
+type browser struct {
+	t       *testing.T
+	ctx     context.Context
+	base    string
+	shots   string
+	mu      sync.Mutex
+	errs    []string
+	counter int
+}
+
+func chromiumPath() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// screenshotDir is $HOLDFAST_SCREENSHOTS when set (kept after the run),
+// else a temp dir.
+func screenshotDir(t *testing.T) string {
+	if d := os.Getenv("HOLDFAST_SCREENSHOTS"); d != "" {
+		d = filepath.Join(d, t.Name())
+		require.NoError(t, os.MkdirAll(d, 0o755))
+		return d
+	}
+	return t.TempDir()
+}
+
+// newBrowser starts Chromium. Browser tests skip only when Chromium is
+// absent and CI is unset: on CI they must run.
+func newBrowser(t *testing.T, base string) *browser {
+	t.Helper()
+	path := chromiumPath()
+	if path == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed, and browser tests must run on CI")
+		}
+		t.Skip("chromium is not installed; install it (apt-get install chromium) to run browser tests")
+	}
+	profile, err := os.MkdirTemp("", "holdfast-chromium-")
+	require.NoError(t, err)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(profile),
+		chromedp.WindowSize(1280, 800),
+	)
+	ctx, cancelCtx := chromedp.NewContext(allocCtx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+	b := &browser{t: t, ctx: ctx, base: base, shots: screenshotDir(t)}
+	messages := chromedp.Console(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				b.mu.Lock()
+				b.errs = append(b.errs, fmt.Sprintf("%s (%s:%d)", m.String(), m.URL, m.Line))
+				b.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+		<-done
+		_ = os.RemoveAll(profile)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		require.Empty(t, b.errs, "the browser console reported errors")
+	})
+	b.do(chromedp.EmulateViewport(1280, 800))
+	return b
+}
+
+func (b *browser) do(actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	require.NoError(b.t, chromedp.Do(b.ctx, actions...))
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	require.NoError(b.t, err)
+	return s
+}
+
+func (b *browser) count(sel string) int {
+	b.t.Helper()
+	n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](fmt.Sprintf("document.querySelectorAll(%q).length", sel)))
+	require.NoError(b.t, err)
+	return n
+}
+
+// eventually polls a JavaScript condition until it is true.
+func (b *browser) eventually(expr, msg string) {
+	b.t.Helper()
+	require.Eventually(b.t, func() bool {
+		ok, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](expr))
+		return err == nil && ok
+	}, 20*time.Second, 100*time.Millisecond, msg)
+}
+
+func (b *browser) open(path, waitFor string) {
+	b.t.Helper()
+	b.do(chromedp.Navigate(b.base+path), chromedp.WaitVisible(chromedp.CSS(waitFor)))
+}
+
+// signIn signs in from the form, landing on next.
+func (b *browser) signIn(username, next string) {
+	b.t.Helper()
+	b.open("/login?next="+next, "#username")
+	b.do(
+		chromedp.SendKeys(chromedp.ID("username"), username),
+		chromedp.SendKeys(chromedp.ID("password"), testPassword),
+		chromedp.Click(chromedp.CSS("form button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("header .who")),
+	)
+}
+
+func (b *browser) signOut() {
+	b.t.Helper()
+	b.do(chromedp.Click(chromedp.CSS(".who button")), chromedp.WaitVisible(chromedp.ID("username")))
+}
+
+// screenshot saves the viewport at desktop (1280×800) and phone (390×844)
+// sizes, then restores the desktop size.
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	b.counter++
+	for _, size := range []struct {
+		label string
+		w, h  int64
+		opts  []chromedp.EmulateViewportOption
+	}{
+		{"desktop", 1280, 800, nil},
+		{"phone", 390, 844, []chromedp.EmulateViewportOption{chromedp.EmulateScale(2), chromedp.EmulateMobile}},
+	} {
+		b.do(chromedp.EmulateViewport(size.w, size.h, size.opts...))
+		png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+		require.NoError(b.t, err)
+		file := filepath.Join(b.shots, fmt.Sprintf("%02d-%s-%s.png", b.counter, name, size.label))
+		require.NoError(b.t, os.WriteFile(file, png, 0o644))
+	}
+	b.do(chromedp.EmulateViewport(1280, 800))
+}
+
+func TestBrowserLibraryPages(t *testing.T) {
+	t.Parallel()
+	bd := setup(t)
+	b := newBrowser(t, bd.srv.URL)
+
+	b.open("/login", "#username")
+	b.screenshot("login")
+	b.signIn("admin", "/workflows")
+
+	b.open("/workflows", "#workflows")
+	require.Contains(t, b.text("#workflows"), "/draft-memo")
+	b.screenshot("workflows")
+	b.do(chromedp.Click(chromedp.CSS(`a[href="/workflows/draft-memo"]`)), chromedp.WaitVisible(chromedp.CSS(".source")))
+	b.screenshot("workflow")
+
+	b.open("/memos", "#memos")
+	b.screenshot("memos")
+	b.do(chromedp.Click(chromedp.CSS("#memos a.title")), chromedp.WaitVisible(chromedp.ID("memo-body")))
+	b.screenshot("memo")
+
+	b.open("/users", "#users")
+	b.screenshot("users")
+	require.True(t, strings.Contains(b.text("#users"), "steward"))
+}

@@ -1,0 +1,537 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/holdfast-bot/holdfast/engine/sessions"
+	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/templates"
+)
+
+// allOrigins is the order of the origin toggles.
+var allOrigins = []string{store.OriginUser, store.OriginChannel, store.OriginWorkflow, store.OriginAPI, store.OriginAgent}
+
+// transcriptWindow is how many of the newest events a session page shows.
+const transcriptWindow = 300
+
+func (c *Console) sessionRoutes(r chi.Router) {
+	r.Get("/sessions", c.sessionList)
+	r.Get("/sessions/{id}", c.sessionShow)
+	r.Get("/sessions/{id}/events", c.sessionEvents)
+	r.Group(func(r chi.Router) {
+		r.Use(c.requireRole(store.RoleSteward))
+		r.Post("/sessions", c.sessionCreate)
+		r.Post("/sessions/{id}/messages", c.sessionMessage)
+		r.Post("/sessions/{id}/commands", c.sessionCommand)
+		r.Post("/sessions/{id}/fork", c.sessionFork)
+		r.Post("/sessions/{id}/archive", c.sessionArchive(true))
+		r.Post("/sessions/{id}/unarchive", c.sessionArchive(false))
+		r.Post("/sessions/{id}/policy", c.sessionPolicy)
+	})
+}
+
+// actorOf is how a console user appears in transcripts and as a queue
+// item's owner, the same form the API uses ("user:<id>").
+func actorOf(r *http.Request) string { return "user:" + identity(r).UserID }
+
+// sessionFilter is the listing's state, all of it kept in the URL.
+type sessionFilter struct {
+	origins  []string
+	query    string
+	archived bool
+	cursor   string
+}
+
+func parseSessionFilter(q url.Values) sessionFilter {
+	f := sessionFilter{query: strings.TrimSpace(q.Get("q")), archived: q.Get("archived") == "1", cursor: q.Get("cursor")}
+	raw, present := q["origin"]
+	if !present {
+		f.origins = append([]string(nil), sessions.DefaultOrigins...)
+		return f
+	}
+	seen := map[string]bool{}
+	for _, part := range strings.Split(strings.Join(raw, ","), ",") {
+		if part = strings.TrimSpace(part); sessions.ValidOrigin(part) && !seen[part] {
+			seen[part] = true
+			f.origins = append(f.origins, part)
+		}
+	}
+	return f
+}
+
+func (f sessionFilter) has(origin string) bool {
+	for _, o := range f.origins {
+		if o == origin {
+			return true
+		}
+	}
+	return false
+}
+
+// url renders the filter in canonical order; origins are always explicit
+// so that toggling every origin off stays off.
+func (f sessionFilter) url() templ.SafeURL {
+	q := url.Values{}
+	var on []string
+	for _, o := range allOrigins {
+		if f.has(o) {
+			on = append(on, o)
+		}
+	}
+	q.Set("origin", strings.Join(on, ","))
+	if f.query != "" {
+		q.Set("q", f.query)
+	}
+	if f.archived {
+		q.Set("archived", "1")
+	}
+	if f.cursor != "" {
+		q.Set("cursor", f.cursor)
+	}
+	return templ.SafeURL("/sessions?" + q.Encode())
+}
+
+func (f sessionFilter) toggled(origin string) sessionFilter {
+	g := f
+	g.cursor = ""
+	g.origins = nil
+	for _, o := range f.origins {
+		if o != origin {
+			g.origins = append(g.origins, o)
+		}
+	}
+	if !f.has(origin) {
+		g.origins = append(g.origins, origin)
+	}
+	return g
+}
+
+func (f sessionFilter) isDefault() bool {
+	return f.query == "" && !f.archived && len(f.origins) == 2 && f.has(store.OriginUser) && f.has(store.OriginChannel)
+}
+
+// badge is what a session's origin badge says: the platform for channel
+// sessions ("Slack"), else the origin.
+func badge(s *store.Session) string {
+	if s.Origin == store.OriginChannel && s.Platform != "" {
+		if s.Platform == "slack" {
+			return "Slack"
+		}
+		return strings.ToUpper(s.Platform[:1]) + s.Platform[1:]
+	}
+	return s.Origin
+}
+
+func sessionTitle(s *store.Session) string {
+	switch {
+	case strings.TrimSpace(s.Title) != "":
+		return s.Title
+	case len(s.Tags) > 0:
+		return s.Tags[0]
+	default:
+		return "Untitled session"
+	}
+}
+
+func sessionURL(id string) templ.SafeURL { return templ.SafeURL("/sessions/" + id) }
+
+// sessionsView builds the listing; it is separate from the handler so the
+// benchmark can time exactly what a request does.
+func (c *Console) sessionsView(ctx context.Context, f sessionFilter) (templates.SessionsView, error) {
+	v := templates.SessionsView{Query: f.query, IncludeArchived: f.archived, Filtered: !f.isDefault()}
+	for _, o := range allOrigins {
+		v.Toggles = append(v.Toggles, templates.OriginToggle{Origin: o, Label: o, On: f.has(o), URL: f.toggled(o).url()})
+	}
+	var on []string
+	for _, o := range allOrigins {
+		if f.has(o) {
+			on = append(on, o)
+		}
+	}
+	v.Origins = strings.Join(on, ",")
+	arch := f
+	arch.archived, arch.cursor = !f.archived, ""
+	v.ArchivedURL = arch.url()
+	if len(f.origins) == 0 {
+		return v, nil
+	}
+	page, err := c.Sessions.List(ctx, sessions.ListParams{Origins: f.origins, IncludeArchived: f.archived, Query: f.query, Cursor: f.cursor})
+	if err != nil {
+		return v, err
+	}
+	for _, s := range page.Sessions {
+		row := templates.SessionRow{ID: s.ID, URL: sessionURL(s.ID), Title: sessionTitle(s), Origin: s.Origin, Badge: badge(s),
+			Capabilities: s.Capabilities, Status: s.Status, DoneReason: s.DoneReason, Archived: s.Archived, Events: s.EventCount,
+			LastActive: c.ago(s.LastActiveAt)}
+		if len(s.Tags) > 0 && s.Tags[0] != row.Title {
+			row.Tag = s.Tags[0]
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	if page.Next != "" {
+		next := f
+		next.cursor = page.Next
+		v.NextURL = next.url()
+	}
+	if f.cursor != "" {
+		first := f
+		first.cursor = ""
+		v.FirstURL = first.url()
+	}
+	return v, nil
+}
+
+func (c *Console) sessionList(w http.ResponseWriter, r *http.Request) {
+	v, err := c.sessionsView(r.Context(), parseSessionFilter(r.URL.Query()))
+	if errors.Is(err, sessions.ErrInvalid) {
+		c.errorPage(w, r, http.StatusBadRequest, "Bad request", err.Error())
+		return
+	} else if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	v.Page = c.page(w, r, "Sessions", "sessions")
+	c.render(w, r, http.StatusOK, templates.SessionsPage(v))
+}
+
+func (c *Console) sessionCreate(w http.ResponseWriter, r *http.Request) {
+	title := strings.TrimSpace(r.PostFormValue("title"))
+	if title == "" {
+		title = "Console session " + c.Now().UTC().Format("2 Jan 15:04")
+	}
+	id := identity(r)
+	// A session is listed only once it has events, so it starts with one
+	// saying who opened it.
+	s, err := c.Sessions.Create(r.Context(), sessions.CreateParams{Title: title,
+		Source: sessions.Source{Via: sessions.ViaConsole, UserID: id.UserID, Username: id.Username},
+		Events: []*store.EventAppendParams{{Type: store.EventContext, Actor: actorOf(r), Payload: map[string]any{"openedBy": id.Username, "via": "console"}}}})
+	if err != nil {
+		c.sessionFail(w, r, "/sessions", err)
+		return
+	}
+	c.redirect(w, r, "/sessions/"+s.ID, "Session started. Write below to talk to Holdfast.", false)
+}
+
+// sessionFail turns a client mistake into a flash on the page the form
+// came from; anything else is an error page.
+func (c *Console) sessionFail(w http.ResponseWriter, r *http.Request, back string, err error) {
+	switch {
+	case errors.Is(err, sessions.ErrInvalid):
+		c.redirect(w, r, back, err.Error(), true)
+	case errors.Is(err, store.ErrConflict):
+		c.redirect(w, r, back, conflictText(err), true)
+	default:
+		c.fail(w, r, err)
+	}
+}
+
+func conflictText(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, "conflict: "); i >= 0 {
+		return s[i+len("conflict: "):]
+	}
+	return s
+}
+
+func (c *Console) sessionShow(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	s, err := c.Sessions.GetByID(ctx, chi.URLParam(r, "id"))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	evs, err := c.Store.EventList(ctx, &store.EventListParams{SessionID: s.ID, Newest: true, Limit: transcriptWindow})
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	page := c.page(w, r, sessionTitle(s), "sessions")
+	canAct := page.Viewer.CanAct
+	v := templates.SessionView{Page: page, ID: s.ID, Title: sessionTitle(s), Status: s.Status, DoneReason: s.DoneReason,
+		Origin: s.Origin, Badge: badge(s), Tags: s.Tags, Capabilities: s.Capabilities, Policy: store.NormalizePolicy(s.Policy),
+		Policies: []string{store.PolicyManual, store.PolicyAuto, store.PolicyYolo}, Archived: s.Archived,
+		RequestCount: s.RequestCount, Created: c.ago(s.CreatedAt), LastActive: c.ago(s.LastActiveAt)}
+	if s.ForkedFrom != "" {
+		v.ForkedFrom = &templates.Link{Label: s.ForkedFrom, URL: sessionURL(s.ForkedFrom)}
+	}
+	if s.ActiveRunID != "" {
+		v.ActiveRun = &templates.Link{Label: s.ActiveRunID, URL: runURL(s.ActiveRunID)}
+	}
+	if len(s.Context) > 0 {
+		b, _ := json.MarshalIndent(s.Context, "", "  ")
+		v.Context = string(b)
+	}
+	v.OpenHolds = c.sessionOpenHolds(ctx, s.ID)
+	switch {
+	case !canAct:
+		v.MessageHint = ""
+	case s.Origin == store.OriginUser:
+		v.CanMessage = true
+	case s.Origin == store.OriginChannel:
+		v.MessageHint = "This conversation lives in " + badge(s) + "; reply in its thread."
+	default:
+		v.MessageHint = "Only console sessions take messages here; fork this one to continue it as your own."
+	}
+	names := c.userNames(ctx)
+	for _, e := range evs {
+		v.Events = append(v.Events, c.eventView(ctx, e, names, canAct, page.CSRF))
+	}
+	v.Poll = pollView(s.ID, evs)
+	c.render(w, r, http.StatusOK, templates.SessionPage(v))
+}
+
+// pollView points the live tail after the newest event shown.
+func pollView(sessionID string, evs []*store.Event) templates.PollView {
+	q := url.Values{}
+	if len(evs) > 0 {
+		q.Set("after", evs[len(evs)-1].TS.UTC().Format(time.RFC3339Nano))
+	}
+	u := "/sessions/" + sessionID + "/events"
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	return templates.PollView{URL: u}
+}
+
+// sessionEvents answers the transcript's poll: 204 when nothing is new (htmx
+// then leaves the page alone), else the new events and a new tail.
+func (c *Console) sessionEvents(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := chi.URLParam(r, "id")
+	var after time.Time
+	if a := r.URL.Query().Get("after"); a != "" {
+		t, err := time.Parse(time.RFC3339Nano, a)
+		if err != nil {
+			http.Error(w, "after must be an RFC 3339 time", http.StatusBadRequest)
+			return
+		}
+		after = t
+	}
+	evs, err := c.Sessions.Events(ctx, id, after, sessions.DefaultEventPage)
+	if errors.Is(err, store.ErrNotFound) {
+		http.Error(w, "no such session", http.StatusNotFound)
+		return
+	} else if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if len(evs) == 0 {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	cur := from(ctx)
+	names := c.userNames(ctx)
+	views := make([]templates.EventView, 0, len(evs))
+	for _, e := range evs {
+		views = append(views, c.eventView(ctx, e, names, atLeast(cur.id, store.RoleSteward), cur.session.CSRFToken))
+	}
+	c.render(w, r, http.StatusOK, templates.EventsFragment(views, pollView(id, evs)))
+}
+
+// userNames maps "user:<id>" actors to usernames for display.
+func (c *Console) userNames(ctx context.Context) map[string]string {
+	out := map[string]string{}
+	users, err := c.Store.UserList(ctx)
+	if err != nil {
+		return out
+	}
+	for _, u := range users {
+		out["user:"+u.ID] = u.Username
+	}
+	return out
+}
+
+func str(m map[string]any, k string) string {
+	switch v := m[k].(type) {
+	case string:
+		return v
+	case nil:
+		return ""
+	case float64:
+		return fmt.Sprint(v)
+	default:
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+}
+
+func runURL(id string) templ.SafeURL  { return templ.SafeURL("/runs/" + id) }
+func holdURL(id string) templ.SafeURL { return templ.SafeURL("/holds/" + id) }
+
+// eventView digests one event for display by its type.
+func (c *Console) eventView(ctx context.Context, e *store.Event, names map[string]string, canFork bool, csrf string) templates.EventView {
+	actor := e.Actor
+	if n, ok := names[actor]; ok {
+		actor = n
+	}
+	v := templates.EventView{ID: e.ID, Type: e.Type, Kind: "system", Actor: actor, When: c.ago(e.TS),
+		TS: e.TS.UTC().Format(time.RFC3339Nano), CanFork: canFork, ForkURL: "/sessions/" + e.SessionID + "/fork", CSRF: csrf}
+	p := e.Payload
+	runLink := func() {
+		if id := str(p, "runId"); id != "" {
+			v.Links = append(v.Links, templates.Link{Label: "Run " + id, URL: runURL(id)})
+		}
+	}
+	switch e.Type {
+	case store.EventUserMessage:
+		v.Kind, v.Text = "message", str(p, "text")
+	case store.EventAssistantMessage:
+		v.Kind, v.HTML = "message", renderMarkdown(str(p, "text"))
+		runLink()
+	case store.EventCommand:
+		v.Text = "Command " + str(p, "command")
+	case store.EventPolicySet:
+		v.Text = "Posture set to " + str(p, "policy")
+	case store.EventCompactSummary:
+		v.Text = "Summary of the conversation so far:"
+		v.HTML = renderMarkdown(str(p, "text"))
+	case store.EventActionPlan:
+		var b strings.Builder
+		if steps, ok := p["steps"].([]any); ok {
+			for i, s := range steps {
+				m, _ := s.(map[string]any)
+				fmt.Fprintf(&b, "%d. **%s** %s\n", i+1, str(m, "title"), str(m, "description"))
+			}
+		}
+		v.Text, v.HTML = "Plan", renderMarkdown(b.String())
+	case "run_started":
+		v.Text = "Run started: " + str(p, "command")
+		runLink()
+	case "run_step":
+		v.Text = fmt.Sprintf("Step %s %s: %s", str(p, "step"), str(p, "kind"), str(p, "status"))
+	case "hold_opened":
+		v.Kind = "hold"
+		card := &templates.HoldCard{URL: holdURL(str(p, "holdId")), Command: str(p, "command"), GateLabel: str(p, "gateLabel"),
+			Status: "open", Preview: renderMarkdown(str(p, "preview"))}
+		if card.GateLabel == "" {
+			card.GateLabel = "Hold"
+		}
+		c.holdCardStatus(ctx, card, str(p, "holdId"))
+		v.Hold = card
+		runLink()
+	case "hold_decided":
+		v.Text = fmt.Sprintf("Hold %s by %s via %s", str(p, "status"), str(p, "decidedBy"), str(p, "decidedVia"))
+		if cm := str(p, "comment"); cm != "" {
+			v.Text += ": “" + cm + "”"
+		}
+		if id := str(p, "holdId"); id != "" {
+			v.Links = append(v.Links, templates.Link{Label: "Hold", URL: holdURL(id)})
+		}
+	case "memo_dispatched":
+		v.Text = "Memo published: " + str(p, "title")
+		if id := str(p, "memoId"); id != "" {
+			v.Links = append(v.Links, templates.Link{Label: "Open memo", URL: memoURL(id)})
+		}
+		runLink()
+	case "run_finished":
+		v.Text = "Run " + str(p, "status")
+		if k := str(p, "errorKind"); k != "" {
+			v.Text += " (" + k + "): " + str(p, "error")
+		}
+		runLink()
+	default:
+		keys := make([]string, 0, len(p))
+		for k := range p {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			v.Fields = append(v.Fields, [2]string{k, str(p, k)})
+		}
+	}
+	return v
+}
+
+func (c *Console) sessionMessage(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	back := "/sessions/" + id
+	s, err := c.Sessions.GetByID(r.Context(), id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if s.Origin != store.OriginUser {
+		c.redirect(w, r, back, "Only console sessions take messages here.", true)
+		return
+	}
+	if _, err := c.Sessions.Message(r.Context(), id, r.PostFormValue("text"), actorOf(r), true); err != nil {
+		c.sessionFail(w, r, back, err)
+		return
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+func (c *Console) sessionCommand(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	res, err := c.Sessions.Command(r.Context(), id, r.PostFormValue("command"), actorOf(r))
+	if err != nil {
+		c.sessionFail(w, r, "/sessions/"+id, err)
+		return
+	}
+	msg := res.Command + " done."
+	if res.Command == sessions.CmdTerminate {
+		msg = fmt.Sprintf("Terminated: %d runs cancelled", res.CancelledRuns)
+		if res.CancelledTurn {
+			msg += ", the running chat turn stopped"
+		}
+		msg += "."
+	}
+	c.redirect(w, r, "/sessions/"+id, msg, false)
+}
+
+func (c *Console) sessionFork(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	at, err := time.Parse(time.RFC3339Nano, r.PostFormValue("at_ts"))
+	if err != nil {
+		c.redirect(w, r, "/sessions/"+id, "Choose an event to fork at.", true)
+		return
+	}
+	s, err := c.Sessions.Fork(r.Context(), id, at)
+	if err != nil {
+		c.sessionFail(w, r, "/sessions/"+id, err)
+		return
+	}
+	c.redirect(w, r, "/sessions/"+s.ID, "Forked from "+id+".", false)
+}
+
+func (c *Console) sessionArchive(archive bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := chi.URLParam(r, "id")
+		var err error
+		if archive {
+			_, err = c.Sessions.Archive(r.Context(), id)
+		} else {
+			_, err = c.Sessions.Unarchive(r.Context(), id)
+		}
+		if err != nil {
+			c.sessionFail(w, r, "/sessions/"+id, err)
+			return
+		}
+		msg := "Archived: hidden from the listing unless archived sessions are shown."
+		if !archive {
+			msg = "Unarchived."
+		}
+		c.redirect(w, r, "/sessions/"+id, msg, false)
+	}
+}
+
+func (c *Console) sessionPolicy(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	s, err := c.Sessions.SetPolicy(r.Context(), id, r.PostFormValue("policy"), actorOf(r))
+	if err != nil {
+		c.sessionFail(w, r, "/sessions/"+id, err)
+		return
+	}
+	c.redirect(w, r, "/sessions/"+id, "Posture is now "+s.Policy+".", false)
+}

@@ -1,0 +1,194 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/engine/sessions"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+func TestSessionsListing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.session(t, "Thread about otters", "slack:C1:1.1", sessions.ViaSlack)
+	b.session(t, "Engine minted", "workflow:itm_1", sessions.ViaEngine)
+	b.session(t, "My console chat", "", sessions.ViaConsole)
+	c := b.signedIn(t, "viewer")
+
+	status, page := c.get("/sessions")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, page, "Thread about otters")
+	require.Contains(t, page, "My console chat")
+	require.NotContains(t, page, "Engine minted", "workflow sessions are off by default")
+	require.Regexp(t, `<span class="badge channel slack">Slack</span>`, page, "a channel session's badge names its platform")
+
+	toggle := regexp.MustCompile(`<a class="toggle" href="([^"]+)" aria-pressed="false" data-origin="workflow">`).FindStringSubmatch(page)
+	require.NotNil(t, toggle, "the workflow toggle is off and links to turning it on")
+	on := strings.ReplaceAll(toggle[1], "&amp;", "&")
+	_, page = c.get(on)
+	require.Contains(t, page, "Engine minted")
+	require.Contains(t, page, "Thread about otters", "each origin toggles independently")
+	require.Contains(t, page, `aria-pressed="true" data-origin="workflow"`)
+
+	_, page = c.get("/sessions?origin=workflow")
+	require.Contains(t, page, "Engine minted")
+	require.NotContains(t, page, "Thread about otters")
+
+	_, page = c.get("/sessions?origin=user,channel,workflow&q=otter")
+	require.Contains(t, page, "Thread about otters")
+	require.NotContains(t, page, "Engine minted")
+
+	_, page = c.get("/sessions?origin=")
+	require.Contains(t, page, "No sessions match")
+
+	status, _ = c.get("/sessions?cursor=garbage")
+	require.Equal(t, http.StatusBadRequest, status)
+}
+
+func TestSessionsEmptyStateAndPaging(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.signedIn(t, "steward")
+	_, page := c.get("/sessions")
+	require.Contains(t, page, "No sessions yet")
+	require.Contains(t, page, "@Holdfast", "the empty state says how to start a session")
+
+	for i := range 55 {
+		b.session(t, "Chat "+string(rune('A'+i%26))+strings.Repeat("x", i/26), "", sessions.ViaConsole)
+	}
+	_, page = c.get("/sessions")
+	require.Equal(t, 50, strings.Count(page, `class="row session-row"`))
+	next := regexp.MustCompile(`<a class="button" href="([^"]+)" rel="next">`).FindStringSubmatch(page)
+	require.NotNil(t, next)
+	_, page2 := c.get(strings.ReplaceAll(next[1], "&amp;", "&"))
+	require.Equal(t, 5, strings.Count(page2, `class="row session-row"`))
+	require.NotContains(t, page2, `rel="next"`)
+	require.Contains(t, page2, ">Newest<")
+}
+
+func TestSessionPageAndActions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	steward := b.signedIn(t, "steward")
+	viewer := b.signedIn(t, "viewer")
+
+	status, _, resp := steward.post("/sessions", url.Values{"title": {"Ops questions"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	path := resp.Header.Get("Location")
+	id := strings.TrimPrefix(path, "/sessions/")
+	s, err := b.sess.GetByID(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, store.OriginUser, s.Origin)
+
+	status, page := steward.get(path)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, page, "Ops questions")
+	require.Contains(t, page, `name="text"`, "a user session has a message box")
+	require.Contains(t, page, `hx-get="/sessions/`+id+`/events?after=`)
+
+	status, _, _ = steward.post(path+"/messages", url.Values{"text": {"hello holdfast"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	require.Eventually(t, func() bool {
+		evs, err := b.sess.Events(ctx, id, time.Time{}, 100)
+		require.NoError(t, err)
+		return len(evs) > 0 && evs[len(evs)-1].Type == store.EventAssistantMessage
+	}, 10*time.Second, 20*time.Millisecond, "the chat turn answers")
+	_, page = steward.get(path)
+	require.Contains(t, page, "hello holdfast")
+
+	status, _, _ = steward.post(path+"/policy", url.Values{"policy": {"manual"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	s, _ = b.sess.GetByID(ctx, id)
+	require.Equal(t, store.PolicyManual, s.Policy)
+	status, _, _ = steward.post(path+"/policy", url.Values{"policy": {"reckless"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	_, page = steward.get(path)
+	require.Contains(t, page, "policy must be manual, auto or yolo")
+
+	status, _, _ = steward.post(path+"/commands", url.Values{"command": {"/compact"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	_, page = steward.get(path)
+	require.Contains(t, page, `data-type="compact_summary"`)
+
+	evs, err := b.sess.Events(ctx, id, time.Time{}, 100)
+	require.NoError(t, err)
+	status, _, resp = steward.post(path+"/fork", url.Values{"at_ts": {evs[0].TS.Format(time.RFC3339Nano)}})
+	require.Equal(t, http.StatusSeeOther, status)
+	forkID := strings.TrimPrefix(resp.Header.Get("Location"), "/sessions/")
+	require.NotEqual(t, id, forkID)
+	forked, err := b.sess.Events(ctx, forkID, time.Time{}, 100)
+	require.NoError(t, err)
+	require.Len(t, forked, 1, "a fork holds only the events up to the chosen one")
+
+	status, _, _ = steward.post(path+"/archive", nil)
+	require.Equal(t, http.StatusSeeOther, status)
+	_, list := steward.get("/sessions")
+	require.NotContains(t, list, `href="/sessions/`+id+`"`)
+	require.Contains(t, list, `href="/sessions/`+forkID+`"`, "the fork is listed")
+	_, list = steward.get("/sessions?archived=1")
+	require.Contains(t, list, `href="/sessions/`+id+`"`)
+	status, _, _ = steward.post(path+"/unarchive", nil)
+	require.Equal(t, http.StatusSeeOther, status)
+
+	t.Run("ViewerReadsOnly", func(t *testing.T) {
+		status, page := viewer.get(path)
+		require.Equal(t, http.StatusOK, status)
+		require.NotContains(t, page, `name="text"`)
+		require.NotContains(t, page, "Fork here")
+		require.NotContains(t, page, "/archive")
+		before, err := b.sess.Events(ctx, id, time.Time{}, 1000)
+		require.NoError(t, err)
+		for _, action := range []string{"/messages", "/archive", "/policy", "/commands", "/fork"} {
+			status, _, _ := viewer.post(path+action, url.Values{"text": {"x"}, "policy": {"yolo"}, "command": {"/compact"}})
+			require.Equal(t, http.StatusForbidden, status, action)
+		}
+		status, _, _ = viewer.post("/sessions", url.Values{"title": {"x"}})
+		require.Equal(t, http.StatusForbidden, status)
+		after, err := b.sess.Events(ctx, id, time.Time{}, 1000)
+		require.NoError(t, err)
+		require.Equal(t, len(before), len(after), "refused actions changed nothing")
+	})
+
+	t.Run("PollAfter", func(t *testing.T) {
+		evs, err := b.sess.Events(ctx, id, time.Time{}, 1000)
+		require.NoError(t, err)
+		last := evs[len(evs)-1].TS.Format(time.RFC3339Nano)
+		status, body := viewer.get(path + "/events?after=" + url.QueryEscape(last))
+		require.Equal(t, http.StatusNoContent, status)
+		require.Empty(t, body)
+		_, err = b.sess.AppendEvent(ctx, id, store.EventAssistantMessage, "holdfast", map[string]any{"text": "**new** reply"})
+		require.NoError(t, err)
+		status, body = viewer.get(path + "/events?after=" + url.QueryEscape(last))
+		require.Equal(t, http.StatusOK, status)
+		require.Contains(t, body, "<strong>new</strong> reply")
+		require.Contains(t, body, `id="poll"`, "the fragment carries the next tail")
+		require.Equal(t, 1, strings.Count(body, `<li class="event`))
+		status, _ = viewer.get(path + "/events?after=yesterday")
+		require.Equal(t, http.StatusBadRequest, status)
+		status, _ = viewer.get("/sessions/ses_missing/events")
+		require.Equal(t, http.StatusNotFound, status)
+		status, _ = viewer.get("/sessions/ses_missing")
+		require.Equal(t, http.StatusNotFound, status)
+	})
+
+	t.Run("SlackSessionHasNoMessageBox", func(t *testing.T) {
+		sl := b.session(t, "Slack thread", "slack:C9:9.9", sessions.ViaSlack)
+		_, page := steward.get("/sessions/" + sl.ID)
+		require.NotContains(t, page, `name="text"`)
+		require.Contains(t, page, "reply in its thread")
+		status, _, _ := steward.post("/sessions/"+sl.ID+"/messages", url.Values{"text": {"x"}})
+		require.Equal(t, http.StatusSeeOther, status)
+		evs, err := b.sess.Events(ctx, sl.ID, time.Time{}, 100)
+		require.NoError(t, err)
+		require.Len(t, evs, 1)
+	})
+}

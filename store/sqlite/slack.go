@@ -1,0 +1,315 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// SlackInboxAdd stores deliveries in one transaction; INSERT OR IGNORE on the
+// unique key makes a redelivery a no-op.
+func (db *DB) SlackInboxAdd(ctx context.Context, items []*store.SlackInboxAddParams) ([]bool, error) {
+	added := make([]bool, len(items))
+	now := formatTime(time.Now())
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO slack_inbox (key, kind, body, received_at) VALUES (?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for i, it := range items {
+			res, err := st.ExecContext(ctx, it.Key, it.Kind, it.Body, now)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			added[i] = n == 1
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("slack inbox add: %w", err)
+	}
+	return added, nil
+}
+
+// SlackInboxPending lists unprocessed deliveries, oldest first.
+func (db *DB) SlackInboxPending(ctx context.Context, limit int) ([]*store.SlackInboxItem, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT id, key, kind, body, received_at FROM slack_inbox
+		WHERE processed_at IS NULL ORDER BY id LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("slack inbox pending: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.SlackInboxItem
+	for rows.Next() {
+		var (
+			it       store.SlackInboxItem
+			received string
+		)
+		if err := rows.Scan(&it.ID, &it.Key, &it.Kind, &it.Body, &received); err != nil {
+			return nil, fmt.Errorf("slack inbox pending: %w", err)
+		}
+		it.ReceivedAt = parseTime(received)
+		out = append(out, &it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("slack inbox pending: %w", err)
+	}
+	return out, nil
+}
+
+func inboxDoneTx(ctx context.Context, tx *sql.Tx, id int64, errMsg string) error {
+	res, err := tx.ExecContext(ctx, `UPDATE slack_inbox SET processed_at = ?, error = ? WHERE id = ? AND processed_at IS NULL`,
+		formatTime(time.Now()), errMsg, id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("inbox delivery %d: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+// SlackInboxDone marks a delivery processed.
+func (db *DB) SlackInboxDone(ctx context.Context, id int64, errMsg string) error {
+	if err := db.tx(ctx, func(tx *sql.Tx) error { return inboxDoneTx(ctx, tx, id, errMsg) }); err != nil {
+		return fmt.Errorf("slack inbox done: %w", err)
+	}
+	return nil
+}
+
+// SlackInboxAppendEvent appends a transcript event and marks the delivery
+// processed in one transaction.
+func (db *DB) SlackInboxAppendEvent(ctx context.Context, inboxID int64, p *store.EventAppendParams) (*store.Event, error) {
+	var ev *store.Event
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		if err := inboxDoneTx(ctx, tx, inboxID, ""); err != nil {
+			return err
+		}
+		var err error
+		ev, err = eventAppendTx(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("slack inbox append event: %w", err)
+	}
+	return ev, nil
+}
+
+func outboxAddTx(ctx context.Context, tx *sql.Tx, msgs []*store.SlackOutboxAddParams) (int, error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	now := formatTime(time.Now())
+	st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO slack_outbox
+		(dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, next_at, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	added := 0
+	for _, m := range msgs {
+		if m.DedupeKey == "" || m.Queue == "" || m.Channel == "" {
+			return 0, fmt.Errorf("outbox message needs a dedupe key, queue and channel: %+v", m)
+		}
+		res, err := st.ExecContext(ctx, m.DedupeKey, m.Queue, m.Method, m.Channel, m.ThreadTS, m.User, m.Text, m.Blocks, m.RefKey, now, now)
+		if err != nil {
+			return 0, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, err
+		}
+		added += int(n)
+	}
+	return added, nil
+}
+
+// SlackOutboxAdd queues Slack writes, skipping dedupe keys already queued.
+func (db *DB) SlackOutboxAdd(ctx context.Context, msgs []*store.SlackOutboxAddParams) (int, error) {
+	var n int
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		n, err = outboxAddTx(ctx, tx, msgs)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("slack outbox add: %w", err)
+	}
+	return n, nil
+}
+
+const outboxColumns = `id, dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, status, attempts,
+	next_at, last_error, sent_ts, created_at, sent_at`
+
+func scanOutbox(row interface{ Scan(...any) error }) (*store.SlackOutboxMsg, error) {
+	var (
+		m               store.SlackOutboxMsg
+		nextAt, created string
+		sentAt          sql.NullString
+	)
+	if err := row.Scan(&m.ID, &m.DedupeKey, &m.Queue, &m.Method, &m.Channel, &m.ThreadTS, &m.User, &m.Text, &m.Blocks,
+		&m.RefKey, &m.Status, &m.Attempts, &nextAt, &m.LastError, &m.SentTS, &created, &sentAt); err != nil {
+		return nil, interpretError(err)
+	}
+	m.NextAt, m.CreatedAt = parseTime(nextAt), parseTime(created)
+	if sentAt.Valid {
+		t := parseTime(sentAt.String)
+		m.SentAt = &t
+	}
+	return &m, nil
+}
+
+// SlackOutboxDue answers each queue's oldest pending message when it is due.
+func (db *DB) SlackOutboxDue(ctx context.Context, now time.Time, limit int) ([]*store.SlackOutboxMsg, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT `+outboxColumns+` FROM slack_outbox o
+		WHERE o.status = 'pending' AND o.next_at <= ?
+		  AND o.id = (SELECT MIN(p.id) FROM slack_outbox p WHERE p.status = 'pending' AND p.queue = o.queue)
+		ORDER BY o.id LIMIT ?`, formatTime(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("slack outbox due: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.SlackOutboxMsg
+	for rows.Next() {
+		m, err := scanOutbox(rows)
+		if err != nil {
+			return nil, fmt.Errorf("slack outbox due: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("slack outbox due: %w", err)
+	}
+	return out, nil
+}
+
+// SlackOutboxNextDue answers when the earliest queue head is due.
+func (db *DB) SlackOutboxNextDue(ctx context.Context) (time.Time, error) {
+	var next sql.NullString
+	if err := db.r.QueryRowContext(ctx, `SELECT MIN(o.next_at) FROM slack_outbox o
+		WHERE o.status = 'pending'
+		  AND o.id = (SELECT MIN(p.id) FROM slack_outbox p WHERE p.status = 'pending' AND p.queue = o.queue)`).Scan(&next); err != nil {
+		return time.Time{}, fmt.Errorf("slack outbox next due: %w", interpretError(err))
+	}
+	if !next.Valid {
+		return time.Time{}, fmt.Errorf("slack outbox next due: %w", store.ErrNotFound)
+	}
+	return parseTime(next.String), nil
+}
+
+// SlackOutboxGetByKey reads a message by dedupe key.
+func (db *DB) SlackOutboxGetByKey(ctx context.Context, key string) (*store.SlackOutboxMsg, error) {
+	m, err := scanOutbox(db.r.QueryRowContext(ctx, `SELECT `+outboxColumns+` FROM slack_outbox WHERE dedupe_key = ?`, key))
+	if err != nil {
+		return nil, fmt.Errorf("slack outbox message %q: %w", key, err)
+	}
+	return m, nil
+}
+
+func (db *DB) outboxSet(ctx context.Context, what string, id int64, query string, args ...any) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("pending outbox message %d: %w", id, store.ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("slack outbox %s: %w", what, err)
+	}
+	return nil
+}
+
+// SlackOutboxSent records a delivered message and its ts.
+func (db *DB) SlackOutboxSent(ctx context.Context, id int64, ts string) error {
+	return db.outboxSet(ctx, "sent", id, `UPDATE slack_outbox SET status = 'sent', attempts = attempts + 1, sent_ts = ?,
+		sent_at = ?, last_error = '' WHERE id = ? AND status = 'pending'`, ts, formatTime(time.Now()), id)
+}
+
+// SlackOutboxRetry records a failed attempt and the next one's time.
+func (db *DB) SlackOutboxRetry(ctx context.Context, id int64, next time.Time, errMsg string) error {
+	return db.outboxSet(ctx, "retry", id, `UPDATE slack_outbox SET attempts = attempts + 1, next_at = ?, last_error = ?
+		WHERE id = ? AND status = 'pending'`, formatTime(next), errMsg, id)
+}
+
+// SlackOutboxFail marks a message failed for good, keeping it and its error.
+func (db *DB) SlackOutboxFail(ctx context.Context, id int64, errMsg string) error {
+	return db.outboxSet(ctx, "fail", id, `UPDATE slack_outbox SET status = 'failed', attempts = attempts + 1, last_error = ?
+		WHERE id = ? AND status = 'pending'`, errMsg, id)
+}
+
+// SlackMirrorEvents lists events of Slack-tagged sessions after afterID. The
+// CROSS JOIN keeps session_events the outer loop, walked by primary key from
+// the cursor, so the cost follows the events not yet mirrored.
+func (db *DB) SlackMirrorEvents(ctx context.Context, afterID int64, limit int) ([]*store.SlackMirrorEvent, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT e.id, e.session_id, e.ts, e.type, e.actor, e.payload, t.tag
+		FROM session_events e CROSS JOIN session_tags t
+		WHERE e.id > ? AND t.session_id = e.session_id AND t.tag >= 'slack:' AND t.tag < 'slack;'
+		ORDER BY e.id LIMIT ?`, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("slack mirror events: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.SlackMirrorEvent
+	for rows.Next() {
+		var (
+			ev          store.SlackMirrorEvent
+			ts, payload string
+		)
+		if err := rows.Scan(&ev.ID, &ev.SessionID, &ts, &ev.Type, &ev.Actor, &payload, &ev.Tag); err != nil {
+			return nil, fmt.Errorf("slack mirror events: %w", err)
+		}
+		ev.TS = parseTime(ts)
+		ev.Payload = map[string]any{}
+		_ = json.Unmarshal([]byte(payload), &ev.Payload)
+		out = append(out, &ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("slack mirror events: %w", err)
+	}
+	return out, nil
+}
+
+// SlackMirrorCursor answers the mirror's cursor.
+func (db *DB) SlackMirrorCursor(ctx context.Context) (int64, error) {
+	var v int64
+	err := db.r.QueryRowContext(ctx, `SELECT value FROM slack_cursors WHERE name = 'mirror'`).Scan(&v)
+	if err == sql.ErrNoRows {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("slack mirror cursor: %w", err)
+	}
+	return v, nil
+}
+
+// SlackMirrorAdvance queues msgs and moves the cursor in one transaction.
+func (db *DB) SlackMirrorAdvance(ctx context.Context, eventID int64, msgs []*store.SlackOutboxAddParams) (int, error) {
+	var n int
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if n, err = outboxAddTx(ctx, tx, msgs); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO slack_cursors (name, value) VALUES ('mirror', ?)
+			ON CONFLICT (name) DO UPDATE SET value = MAX(value, excluded.value)`, eventID)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("slack mirror advance: %w", err)
+	}
+	return n, nil
+}

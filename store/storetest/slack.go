@@ -1,0 +1,174 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// runSlack is the Slack bridge's part of the suite: the inbox, the outbox and
+// the mirror cursor.
+func runSlack(t *testing.T, newStore func(t *testing.T) store.Store) {
+	ctx := context.Background()
+
+	t.Run("SlackInboxOncePerKey", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		added, err := s.SlackInboxAdd(ctx, []*store.SlackInboxAddParams{
+			{Key: "Ev1", Kind: store.SlackKindEvent, Body: []byte(`{"a":1}`)},
+			{Key: "Ev1", Kind: store.SlackKindEvent, Body: []byte(`{"a":1}`)},
+			{Key: "Ev2", Kind: store.SlackKindEvent, Body: []byte(`{"a":2}`)},
+		})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, false, true}, added, "a redelivered key is stored once")
+		added, err = s.SlackInboxAdd(ctx, []*store.SlackInboxAddParams{{Key: "Ev2", Kind: store.SlackKindEvent, Body: []byte(`{}`)}})
+		require.NoError(t, err)
+		require.Equal(t, []bool{false}, added)
+
+		pending, err := s.SlackInboxPending(ctx, 10)
+		require.NoError(t, err)
+		require.Len(t, pending, 2)
+		require.Equal(t, "Ev1", pending[0].Key)
+		require.JSONEq(t, `{"a":1}`, string(pending[0].Body))
+
+		require.NoError(t, s.SlackInboxDone(ctx, pending[0].ID, ""))
+		require.ErrorIs(t, s.SlackInboxDone(ctx, pending[0].ID, ""), store.ErrNotFound, "done once")
+
+		ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginChannel, Platform: "slack", Tags: []string{"slack:C9:1.000001"}, Policy: "auto"})
+		require.NoError(t, err)
+		ev, err := s.SlackInboxAppendEvent(ctx, pending[1].ID, &store.EventAppendParams{SessionID: ses.ID, Type: "user_message", Actor: "slack:U1", Payload: map[string]any{"text": "hi"}})
+		require.NoError(t, err)
+		require.Equal(t, "user_message", ev.Type)
+		_, err = s.SlackInboxAppendEvent(ctx, pending[1].ID, &store.EventAppendParams{SessionID: ses.ID, Type: "user_message"})
+		require.ErrorIs(t, err, store.ErrNotFound, "a processed delivery appends nothing more")
+		got, err := s.SessionGetByID(ctx, ses.ID)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), got.EventCount)
+		pending, err = s.SlackInboxPending(ctx, 10)
+		require.NoError(t, err)
+		require.Empty(t, pending)
+	})
+
+	t.Run("SlackOutboxOrderPerQueue", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		msg := func(key, queue string) *store.SlackOutboxAddParams {
+			return &store.SlackOutboxAddParams{DedupeKey: key, Queue: queue, Method: store.SlackPost, Channel: "C1", Text: key}
+		}
+		n, err := s.SlackOutboxAdd(ctx, []*store.SlackOutboxAddParams{msg("a1", "C1:1"), msg("a2", "C1:1"), msg("b1", "C1:2"), msg("a1", "C1:1")})
+		require.NoError(t, err)
+		require.Equal(t, 3, n, "a repeated dedupe key is queued once")
+		_, err = s.SlackOutboxAdd(ctx, []*store.SlackOutboxAddParams{{DedupeKey: "x"}})
+		require.Error(t, err)
+
+		now := time.Now()
+		due, err := s.SlackOutboxDue(ctx, now, 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{"a1", "b1"}, keys(due), "one head per queue")
+
+		require.NoError(t, s.SlackOutboxRetry(ctx, due[0].ID, now.Add(time.Hour), "rate limited"))
+		due, err = s.SlackOutboxDue(ctx, now, 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{"b1"}, keys(due), "a retrying head holds back its queue")
+		next, err := s.SlackOutboxNextDue(ctx)
+		require.NoError(t, err)
+		require.WithinDuration(t, now, next, time.Second, "b1 is due now")
+
+		due, err = s.SlackOutboxDue(ctx, now.Add(2*time.Hour), 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{"a1", "b1"}, keys(due))
+		require.Equal(t, 1, due[0].Attempts)
+		require.Equal(t, "rate limited", due[0].LastError)
+
+		require.NoError(t, s.SlackOutboxSent(ctx, due[0].ID, "100.000001"))
+		require.ErrorIs(t, s.SlackOutboxSent(ctx, due[0].ID, "100.000002"), store.ErrNotFound, "sent once")
+		require.NoError(t, s.SlackOutboxFail(ctx, due[1].ID, "channel_not_found"))
+		got, err := s.SlackOutboxGetByKey(ctx, "a1")
+		require.NoError(t, err)
+		require.Equal(t, store.SlackOutboxSentSt, got.Status)
+		require.Equal(t, "100.000001", got.SentTS)
+		require.NotNil(t, got.SentAt)
+		got, err = s.SlackOutboxGetByKey(ctx, "b1")
+		require.NoError(t, err)
+		require.Equal(t, store.SlackOutboxFailed, got.Status, "a failed message is kept")
+		require.Equal(t, "channel_not_found", got.LastError)
+
+		due, err = s.SlackOutboxDue(ctx, now.Add(2*time.Hour), 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{"a2"}, keys(due))
+		require.NoError(t, s.SlackOutboxSent(ctx, due[0].ID, "100.000003"))
+		_, err = s.SlackOutboxNextDue(ctx)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		_, err = s.SlackOutboxGetByKey(ctx, "missing")
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+
+	t.Run("SlackMirrorCursor", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		slackSes, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginChannel, Platform: "slack", Tags: []string{"slack:C1:5.000001"}, Policy: "auto"})
+		require.NoError(t, err)
+		other, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginUser, Tags: []string{"slacker"}, Policy: "auto"})
+		require.NoError(t, err)
+		var ids []int64
+		for i := range 3 {
+			for _, ses := range []*store.Session{slackSes, other} {
+				ev, err := s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: "assistant_message", Payload: map[string]any{"text": fmt.Sprint(i)}})
+				require.NoError(t, err)
+				if ses == slackSes {
+					ids = append(ids, ev.ID)
+				}
+			}
+		}
+		cur, err := s.SlackMirrorCursor(ctx)
+		require.NoError(t, err)
+		require.Zero(t, cur)
+		evs, err := s.SlackMirrorEvents(ctx, 0, 2)
+		require.NoError(t, err)
+		require.Len(t, evs, 2)
+		require.Equal(t, ids[:2], []int64{evs[0].ID, evs[1].ID}, "only Slack sessions' events, in order")
+		require.Equal(t, "slack:C1:5.000001", evs[0].Tag)
+		require.Equal(t, "0", evs[0].Payload["text"])
+
+		n, err := s.SlackMirrorAdvance(ctx, evs[1].ID, []*store.SlackOutboxAddParams{
+			{DedupeKey: "ev1", Queue: "C1:5.000001", Method: store.SlackPost, Channel: "C1", ThreadTS: "5.000001", Text: "0"},
+		})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		cur, err = s.SlackMirrorCursor(ctx)
+		require.NoError(t, err)
+		require.Equal(t, evs[1].ID, cur)
+		_, err = s.SlackMirrorAdvance(ctx, evs[0].ID, nil)
+		require.NoError(t, err)
+		cur, err = s.SlackMirrorCursor(ctx)
+		require.NoError(t, err)
+		require.Equal(t, evs[1].ID, cur, "the cursor never moves back")
+
+		_, err = s.SlackMirrorAdvance(ctx, ids[2], []*store.SlackOutboxAddParams{{DedupeKey: "bad"}})
+		require.Error(t, err)
+		cur, err = s.SlackMirrorCursor(ctx)
+		require.NoError(t, err)
+		require.Equal(t, evs[1].ID, cur, "a failed advance moves nothing")
+
+		evs, err = s.SlackMirrorEvents(ctx, cur, 10)
+		require.NoError(t, err)
+		require.Len(t, evs, 1)
+		require.Equal(t, ids[2], evs[0].ID)
+		got, err := s.SlackOutboxGetByKey(ctx, "ev1")
+		require.NoError(t, err)
+		require.Equal(t, "5.000001", got.ThreadTS)
+	})
+}
+
+func keys(ms []*store.SlackOutboxMsg) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.DedupeKey
+	}
+	return out
+}
