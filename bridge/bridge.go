@@ -147,11 +147,6 @@ type Bridge struct {
 		queue   []*inboxReq
 		leading bool
 	}
-
-	// test hooks, no-ops in production
-	onProcessed func(item *store.SlackInboxItem)
-
-	startOnce sync.Once
 }
 
 type metrics struct {

@@ -144,7 +144,9 @@ func TestEndToEnd(t *testing.T) {
 	// A `reply` workflow posts its output into the thread.
 	root3 := tb.ts()
 	tb.event(t, "EvE6", mention("CE", "U1", root3, "", "summarize-thread What did we decide?"))
-	tb.waitPost(t, "CE", root3, func(c fakeslack.Call) bool { return strings.Contains(text(c), "What did we decide?") && c.Form["blocks"] != "" })
+	tb.waitPost(t, "CE", root3, func(c fakeslack.Call) bool {
+		return strings.Contains(text(c), "What did we decide?") && c.Form["blocks"] != ""
+	})
 }
 
 // TestEndToEndThreadDecision: `@bot approve` from a steward decides the
