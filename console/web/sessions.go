@@ -173,7 +173,7 @@ func (c *Console) sessionsView(ctx context.Context, f sessionFilter) (templates.
 	for _, s := range page.Sessions {
 		row := templates.SessionRow{ID: s.ID, URL: sessionURL(s.ID), Title: sessionTitle(s), Origin: s.Origin, Badge: badge(s),
 			Capabilities: s.Capabilities, Status: s.Status, DoneReason: s.DoneReason, Archived: s.Archived, Events: s.EventCount,
-			LastActive: c.ago(s.LastActiveAt)}
+			EventsText: plural(s.EventCount, "event"), LastActive: c.ago(s.LastActiveAt)}
 		if len(s.Tags) > 0 && s.Tags[0] != row.Title {
 			row.Tag = s.Tags[0]
 		}
@@ -534,4 +534,11 @@ func (c *Console) sessionPolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.redirect(w, r, "/sessions/"+id, "Posture is now "+s.Policy+".", false)
+}
+
+func plural(n int64, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
