@@ -380,7 +380,7 @@ func (c *Console) eventView(ctx context.Context, e *store.Event, names map[strin
 	p := e.Payload
 	runLink := func() {
 		if id := str(p, "runId"); id != "" {
-			v.Links = append(v.Links, templates.Link{Label: "Run " + id, URL: runURL(id)})
+			v.Links = append(v.Links, templates.Link{Label: "Open run", URL: runURL(id)})
 		}
 	}
 	switch e.Type {
