@@ -8,7 +8,6 @@ package bridge
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -19,12 +18,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/slack-go/slack"
 
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
 // ErrForbidden is what Engine.Decide wraps when the decider may not decide
-// the hold (not a steward, or approving their own request).
-var ErrForbidden = errors.New("forbidden")
+// the hold (not a steward, or approving their own request): the engine's.
+var ErrForbidden = engine.ErrForbidden
 
 // Engine is what the bridge needs of the workflow engine. The bridge defines
 // it so that it depends on behaviour, not on the engine's package; the
@@ -58,7 +58,6 @@ type DecideParams struct {
 	Decision    string // approve | reject
 	Comment     string
 	SlackUserID string
-	Username    string
 }
 
 // Sessions is what the bridge needs of the sessions service.
@@ -148,11 +147,6 @@ type Bridge struct {
 		queue   []*inboxReq
 		leading bool
 	}
-
-	// test hooks, no-ops in production
-	onProcessed func(item *store.SlackInboxItem)
-
-	startOnce sync.Once
 }
 
 type metrics struct {
@@ -186,10 +180,27 @@ func New(cfg Config, st store.Store, api *slack.Client, engine Engine, sessions 
 	return b
 }
 
-// Collectors are the bridge's Prometheus metrics, for the /metrics registry.
-func (b *Bridge) Collectors() []prometheus.Collector {
+// The bridge is a prometheus.Collector of its outbox and inbox counters, to
+// be registered on the /metrics registry.
+var _ prometheus.Collector = (*Bridge)(nil)
+
+func (b *Bridge) collectors() []prometheus.Collector {
 	m := b.metrics
 	return []prometheus.Collector{m.queued, m.sent, m.retried, m.failed, m.inbox}
+}
+
+// Describe implements prometheus.Collector.
+func (b *Bridge) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range b.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (b *Bridge) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range b.collectors() {
+		c.Collect(ch)
+	}
 }
 
 // Wake nudges the mirror, e.g. from the engine's notifications; it never

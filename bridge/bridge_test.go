@@ -15,11 +15,10 @@ import (
 	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
 )
 
+// standIns runs the bridge with the real sessions runtime and a recording
+// stand-in for the engine, for tests of the bridge's own behaviour.
 func standIns() setupOpts {
-	return setupOpts{
-		engine:   func(tb *testBundle) bridge.Engine { return newRecordingEngine() },
-		sessions: func(tb *testBundle) bridge.Sessions { return storeSessions{tb.store} },
-	}
+	return setupOpts{engine: func(tb *testBundle) bridge.Engine { return newRecordingEngine() }}
 }
 
 func TestHTTPRefusals(t *testing.T) {
@@ -44,7 +43,7 @@ func TestHTTPRefusals(t *testing.T) {
 		{name: "NotHex", path: "/slack/events", body: good, ts: now, sig: "v0=zz", status: http.StatusUnauthorized},
 		{name: "MissingHeaders", path: "/slack/events", body: good, noHeader: true, status: http.StatusUnauthorized},
 		{name: "StaleTimestamp", path: "/slack/events", body: good, ts: now - 301, status: http.StatusUnauthorized},
-		{name: "FutureTimestamp", path: "/slack/events", body: good, ts: now + 301, status: http.StatusUnauthorized},
+		{name: "FutureTimestamp", path: "/slack/events", body: good, ts: now + 400, status: http.StatusUnauthorized},
 		{name: "MalformedJSON", path: "/slack/events", body: []byte(`{"type":"event_callback",`), ts: now, status: http.StatusBadRequest},
 		{name: "NoEventID", path: "/slack/events", body: []byte(`{"type":"event_callback","event":{}}`), ts: now, status: http.StatusBadRequest},
 		{name: "NoType", path: "/slack/events", body: []byte(`{"event_id":"Ev9"}`), ts: now, status: http.StatusBadRequest},
@@ -88,8 +87,8 @@ func TestMentionStartsThreadSessionAndReplies(t *testing.T) {
 	ts := tb.ts()
 	tb.event(t, "EvM1", mention("C1", "U1", ts, "", "hello there"))
 
-	reply := tb.waitPost(t, "C1", ts, func(c fakeslack.Call) bool { return strings.Contains(text(c), "You said") })
-	require.Contains(t, text(reply), "*hello there*", "markdown rendered to mrkdwn")
+	reply := tb.waitPost(t, "C1", ts, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Session commands") })
+	require.Contains(t, text(reply), "No workflows are live", "the template model's chat reply")
 	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:C1:"+ts)
 	require.NoError(t, err)
 	require.Equal(t, "hello there", ses.Title)
@@ -207,9 +206,9 @@ func TestMentionCommands(t *testing.T) {
 		{"help", "policy manual|auto|yolo"},
 		{"", "Holdfast"},
 		{"workflows", "• `draft-memo` — Drafts a memo &lt;fast&gt;"},
-		{"status", "ran /status"},
-		{"TERMINATE", "ran /terminate"},
-		{"compact", "ran /compact"},
+		{"status", "*Status:* `idle` · *policy* `auto`"},
+		{"TERMINATE", "Nothing was running in this thread."},
+		{"compact", "Compacted."},
 		{"policy yolo", "Policy for this thread is now `yolo`."},
 		{"policy sideways", "Usage: `policy manual|auto|yolo`"},
 	}
@@ -264,7 +263,7 @@ func TestButtonsAndThreadDecisions(t *testing.T) {
 	require.Eventually(t, func() bool { _, d := eng.snapshot(); return len(d) == 3 }, 5*time.Second, 5*time.Millisecond)
 	_, d := eng.snapshot()
 	require.Equal(t, bridge.DecideParams{HoldID: "hld_2", Decision: "approve", Comment: "looks great & ship it", SlackUserID: "USTEWARD"}, d[2])
-	require.Equal(t, bridge.DecideParams{HoldID: "hld_1", Decision: "reject", SlackUserID: "USTEWARD", Username: "u-USTEWARD"}, d[1])
+	require.Equal(t, bridge.DecideParams{HoldID: "hld_1", Decision: "reject", SlackUserID: "USTEWARD"}, d[1])
 }
 
 func TestInboxReplayedAtStart(t *testing.T) {
@@ -280,7 +279,7 @@ func TestInboxReplayedAtStart(t *testing.T) {
 	require.Len(t, pending, 1, "stored once, before the ack, and not processed yet")
 
 	// A fresh bridge on the same store (the process after a crash) replays it.
-	b2 := bridge.New(bridge.Config{SigningSecret: secret, Tick: 50 * time.Millisecond}, tb.store, apiFor(tb), newRecordingEngine(), storeSessions{tb.store}, discard())
+	b2 := bridge.New(bridge.Config{SigningSecret: secret, Tick: 50 * time.Millisecond}, tb.store, apiFor(tb), newRecordingEngine(), bridge.SessionsService(tb.sessions), discard())
 	runBridge(t, tb, b2)
 	tb.waitPost(t, "C4", ts, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "Holdfast") })
 	tb.inboxDrained(t)

@@ -78,7 +78,11 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	if err := b.sessions.Message(ctx, ses.ID, unescape(text), actor(m.User)); err != nil {
+	err = b.sessions.Message(ctx, ses.ID, unescape(text), actor(m.User))
+	if errors.Is(err, store.ErrConflict) {
+		return say(":hourglass_flowing_sand: I'm still answering the previous message in this thread. Send this again when I'm done, or mention me with `terminate` to stop me.")
+	}
+	if err != nil {
 		return fmt.Errorf("chat turn: %w", err)
 	}
 	return nil
@@ -143,14 +147,14 @@ func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m
 	if err != nil {
 		return err
 	}
-	return b.decide(ctx, it, "d", holdID, cmd.Name, cmd.Arg, m.User, "", m.Channel, root)
+	return b.decide(ctx, it, "d", holdID, cmd.Name, cmd.Arg, m.User, m.Channel, root)
 }
 
 // decide applies a Slack user's decision; refusals are answered to that user
 // alone and change nothing. On success the mirror updates the card when the
 // engine records the decision in the transcript.
-func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix, holdID, decision, comment, user, username, channel, threadTS string) error {
-	err := b.engine.Decide(ctx, DecideParams{HoldID: holdID, Decision: decision, Comment: comment, SlackUserID: user, Username: username})
+func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix, holdID, decision, comment, user, channel, threadTS string) error {
+	err := b.engine.Decide(ctx, DecideParams{HoldID: holdID, Decision: decision, Comment: comment, SlackUserID: user})
 	switch {
 	case err == nil:
 		b.log.InfoContext(ctx, "slack: hold decided", slog.String("hold_id", holdID), slog.String("decision", decision), slog.String("user", user))
@@ -199,11 +203,7 @@ func (b *Bridge) handleInteraction(ctx context.Context, it *store.SlackInboxItem
 		default:
 			continue
 		}
-		username := in.User.Username
-		if username == "" {
-			username = in.User.Name
-		}
-		if err := b.decide(ctx, it, fmt.Sprint(i), a.Value, decision, "", in.User.ID, username, in.ChannelID(), in.ThreadTS()); err != nil {
+		if err := b.decide(ctx, it, fmt.Sprint(i), a.Value, decision, "", in.User.ID, in.ChannelID(), in.ThreadTS()); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,7 +27,13 @@ import (
 
 	"github.com/holdfast-bot/holdfast/bridge"
 	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
+	hfapi "github.com/holdfast-bot/holdfast/console/api"
+	"github.com/holdfast-bot/holdfast/console/auth"
 	"github.com/holdfast-bot/holdfast/console/server"
+	"github.com/holdfast-bot/holdfast/engine"
+	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
 )
@@ -43,13 +50,20 @@ type testBundle struct {
 	srv    *httptest.Server
 	engine bridge.Engine
 	seq    atomic.Int64
+
+	// set up with real: the real engine, sessions runtime and API
+	eng      *engine.Engine
+	sessions *sessions.Service
+	keys     map[string]string // API key by role
 }
 
 type setupOpts struct {
-	engine   func(tb *testBundle) bridge.Engine
-	sessions func(tb *testBundle) bridge.Sessions
-	cfg      func(c *bridge.Config)
-	noStart  bool
+	// real runs the real engine (stewards: USTEWARD) and API with the
+	// example workflows; otherwise engine builds a stand-in.
+	real    bool
+	engine  func(tb *testBundle) bridge.Engine
+	cfg     func(c *bridge.Config)
+	noStart bool
 }
 
 func setup(t testing.TB, o setupOpts) *testBundle {
@@ -57,29 +71,73 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	ctx, cancel := context.WithCancel(context.Background())
 	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "holdfast.db")})
 	require.NoError(t, err)
-	tb := &testBundle{ctx: ctx, store: db, slack: fakeslack.New(t)}
+	log := discard()
+	tb := &testBundle{ctx: ctx, store: db, slack: fakeslack.New(t), keys: map[string]string{}}
 	api := slack.New("xoxb-test", slack.OptionAPIURL(tb.slack.APIURL()))
 	cfg := bridge.Config{SigningSecret: secret, BaseURL: "http://holdfast.test", Tick: 200 * time.Millisecond,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond}
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
-	tb.engine = o.engine(tb)
-	tb.bridge = bridge.New(cfg, db, api, tb.engine, o.sessions(tb), discard())
-	tb.srv = httptest.NewServer(server.Handler(server.Deps{Store: db, Slack: tb.bridge.Handler()}))
-	done := make(chan struct{})
-	if o.noStart {
-		close(done)
+	models := model.NewRegistry("template", model.Config{})
+	deps := server.Deps{Store: db}
+	var sesEngine sessions.Engine
+	if o.real {
+		lib := library.New(db, log)
+		require.NoError(t, lib.SeedExamples(ctx))
+		tb.eng = engine.New(engine.Config{Workers: 2, SlackStewards: []string{"USTEWARD"}, CanReply: bridge.CanReply,
+			DisableScheduler: true, PassInterval: time.Second}, db, models, log)
+		tb.engine = bridge.EngineService(tb.eng, db)
+		sesEngine = sessionsEngine{tb.eng}
+		for _, role := range []string{store.RoleViewer, store.RoleSteward} {
+			key, hash := auth.NewAPIKey()
+			_, err := db.APIKeyCreate(ctx, &store.APIKey{Name: role, Role: role, KeyHash: hash})
+			require.NoError(t, err)
+			tb.keys[role] = key
+		}
 	} else {
-		go func() { defer close(done); _ = tb.bridge.Start(ctx) }()
+		tb.engine = o.engine(tb)
+	}
+	tb.sessions = sessions.New(db, sessions.Config{DefaultPolicy: "auto", Models: models, DefaultModel: "template"}, sesEngine, log)
+	tb.bridge = bridge.New(cfg, db, api, tb.engine, bridge.SessionsService(tb.sessions), log)
+	deps.Slack = tb.bridge.Handler()
+	if o.real {
+		deps.API = hfapi.New(hfapi.Deps{Store: db, Log: log, Engine: tb.eng, Sessions: tb.sessions})
+		tb.eng.Subscribe(func(engine.Event) { tb.bridge.Wake() })
+	}
+	tb.srv = httptest.NewServer(server.Handler(deps))
+
+	var wg sync.WaitGroup
+	if o.real {
+		wg.Go(func() { _ = tb.eng.Start(ctx) })
+	}
+	if !o.noStart {
+		wg.Go(func() { _ = tb.bridge.Start(ctx) })
 	}
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		wg.Wait()
+		tb.sessions.Close()
 		tb.srv.Close()
 		require.NoError(t, db.Close())
 	})
 	return tb
+}
+
+// sessionsEngine adapts the engine to the sessions runtime, as cmd/bot does.
+type sessionsEngine struct{ e *engine.Engine }
+
+func (s sessionsEngine) Enqueue(ctx context.Context, p sessions.EnqueueParams) (sessions.EnqueueResult, error) {
+	it, created, err := s.e.Enqueue(ctx, engine.EnqueueParams{Command: p.Command, DedupeKey: p.DedupeKey,
+		Payload: p.Payload, SessionID: p.SessionID, OwnerUID: p.OwnerUID})
+	if err != nil {
+		return sessions.EnqueueResult{}, err
+	}
+	return sessions.EnqueueResult{ItemID: it.ID, Enqueued: created}, nil
+}
+
+func (s sessionsEngine) CancelSessionRuns(ctx context.Context, sessionID, by string) (int, error) {
+	return s.e.CancelSessionRuns(ctx, sessionID, by)
 }
 
 // sign signs body exactly as Slack does: v0=hex(HMAC-SHA256(secret, "v0:<ts>:<body>")).

@@ -41,9 +41,6 @@ func (b *Bridge) processInbox(ctx context.Context) (bool, error) {
 				return false, err
 			}
 		}
-		if b.onProcessed != nil {
-			b.onProcessed(it)
-		}
 	}
 	if len(items) > 0 {
 		wake(b.mirrorWake) // replies and run events may be waiting

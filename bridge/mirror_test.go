@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-bot/holdfast/bridge"
@@ -157,6 +158,31 @@ func TestOutboxSurvivesOutage(t *testing.T) {
 	require.Equal(t, 2, rateLimited)
 	require.Equal(t, 6, failed)
 	require.Len(t, tb.slack.Calls("chat.postMessage"), per*len(roots)+8)
+
+	// The outbox counters tell the same story on /metrics.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(tb.bridge)
+	require.Eventually(t, func() bool { return metric(t, reg, "holdfast_slack_outbox_sent_total") == per*3 }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, float64(per*3), metric(t, reg, "holdfast_slack_outbox_queued_total"))
+	require.Equal(t, float64(8), metric(t, reg, "holdfast_slack_outbox_retried_total"))
+	require.Zero(t, metric(t, reg, "holdfast_slack_outbox_failed_total"))
+}
+
+// metric reads a counter's value from reg.
+func metric(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			sum := 0.0
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+			return sum
+		}
+	}
+	return 0
 }
 
 func TestOutboxRefusalKeptAsFailed(t *testing.T) {

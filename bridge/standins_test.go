@@ -9,37 +9,6 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-// storeSessions is a minimal sessions service over the real store, for tests
-// that exercise the bridge alone.
-type storeSessions struct{ st store.Store }
-
-func (s storeSessions) ResolveTag(ctx context.Context, tag string, p bridge.NewSession) (*store.Session, error) {
-	ses, err := s.st.SessionGetByTag(ctx, tag)
-	if err == nil {
-		return ses, nil
-	}
-	return s.st.SessionCreate(ctx, &store.SessionCreateParams{Title: p.Title, Origin: store.OriginChannel, Platform: "slack",
-		Tags: []string{tag}, Context: p.Context, Policy: "auto"})
-}
-
-func (s storeSessions) Message(ctx context.Context, id, text, actor string) error {
-	if _, err := s.st.EventAppend(ctx, &store.EventAppendParams{SessionID: id, Type: "user_message", Actor: actor, Payload: map[string]any{"text": text}}); err != nil {
-		return err
-	}
-	_, err := s.st.EventAppend(ctx, &store.EventAppendParams{SessionID: id, Type: "assistant_message", Actor: "assistant",
-		Payload: map[string]any{"text": "You said: **" + text + "**"}})
-	return err
-}
-
-func (s storeSessions) Command(ctx context.Context, id, command, actor string) (string, error) {
-	return "ran " + command, nil
-}
-
-func (s storeSessions) SetPolicy(ctx context.Context, id, policy, actor string) error {
-	_, err := s.st.EventAppend(ctx, &store.EventAppendParams{SessionID: id, Type: "policy_set", Actor: actor, Payload: map[string]any{"policy": policy}})
-	return err
-}
-
 // recordingEngine records enqueues (idempotent by dedupe key) and refuses
 // every decision from users outside stewards.
 type recordingEngine struct {

@@ -13,12 +13,16 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/holdfast-bot/holdfast/bridge"
 	"github.com/holdfast-bot/holdfast/console/api"
 	"github.com/holdfast-bot/holdfast/console/server"
 	"github.com/holdfast-bot/holdfast/console/web"
@@ -73,12 +77,19 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 	sess := sessions.New(db, sessions.Config{DefaultPolicy: c.DefaultPolicy, Models: models, DefaultModel: c.Model}, sessionsEngine{eng}, log)
 	defer sess.Close() // before db.Close: background turns settle first
 
+	slackHandler, stopSlack, err := startSlack(ctx, c, db, eng, sess, log)
+	if err != nil {
+		return err
+	}
+	defer stopSlack() // first: the bridge stops before sessions and the store
+
 	console := web.New(web.Deps{Store: db, Library: lib, Sessions: sess, Engine: eng, Log: log, BaseURL: c.BaseURL})
 	handler := server.Handler(server.Deps{
 		Store: db,
 		API: api.New(api.Deps{Store: db, Library: lib, Log: log, Cookie: console.Cookie, CSRF: console.CSRF,
 			Sessions: sess, Engine: eng, InternalKey: c.InternalKey}),
 		Metrics:     promhttp.HandlerFor(eng.Registry(), promhttp.HandlerOpts{}),
+		Slack:       slackHandler,
 		Console:     console.Handler(),
 		InternalKey: c.InternalKey,
 	})
@@ -141,6 +152,47 @@ func newModels(c *config) *model.Registry {
 	return model.NewRegistry(c.Model, model.Config{OpenAIBaseURL: c.OpenAIBaseURL, OpenAIAPIKey: c.OpenAIAPIKey})
 }
 
+// startSlack starts the Slack bridge when SLACK_BOT_TOKEN is set: Socket
+// Mode with SLACK_APP_TOKEN, else HTTP mode through the returned handler
+// (mounted at /slack). stop ends it and waits for its workers.
+func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engine, sess *sessions.Service, log *slog.Logger) (http.Handler, func(), error) {
+	if c.SlackBotToken == "" {
+		return nil, func() {}, nil
+	}
+	var opts []slack.Option
+	if c.SlackAPIURL != "" {
+		opts = append(opts, slack.OptionAPIURL(strings.TrimRight(c.SlackAPIURL, "/")+"/"))
+	}
+	if c.SlackAppToken != "" {
+		opts = append(opts, slack.OptionAppLevelToken(c.SlackAppToken))
+	}
+	api := slack.New(c.SlackBotToken, opts...)
+	b := bridge.New(bridge.Config{SigningSecret: c.SlackSigning, BaseURL: c.BaseURL, HoldsChannel: c.SlackHoldsChan},
+		db, api, bridge.EngineService(eng, db), bridge.SessionsService(sess), log)
+	if err := eng.Registry().Register(b); err != nil {
+		return nil, nil, fmt.Errorf("slack metrics: %w", err)
+	}
+	eng.Subscribe(func(engine.Event) { b.Wake() })
+
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = b.Start(bctx) })
+	var handler http.Handler
+	if c.SlackAppToken != "" {
+		log.Info("Slack: Socket Mode")
+		wg.Go(func() {
+			if err := b.RunSocketMode(bctx, socketmode.New(api)); err != nil {
+				log.Error("slack socket mode stopped", slog.Any("error", err))
+			}
+		})
+	} else {
+		log.Info("Slack: HTTP mode", slog.String("events_url", c.BaseURL+"/slack/events"),
+			slog.String("interactivity_url", c.BaseURL+"/slack/interactions"))
+		handler = b.Handler()
+	}
+	return handler, func() { cancel(); wg.Wait() }, nil
+}
+
 // sessionsEngine adapts the engine to the interface sessions defines (it
 // cannot import the engine).
 type sessionsEngine struct{ e *engine.Engine }
@@ -166,8 +218,12 @@ func newEngine(c *config, db store.Store, models *model.Registry, log *slog.Logg
 			stewards = append(stewards, s)
 		}
 	}
-	return engine.New(engine.Config{Workers: c.Workers, StuckRun: c.StuckRun, MaxRecovery: c.MaxRecovery,
-		PassInterval: c.PassInterval, SlackStewards: stewards}, db, models, log)
+	cfg := engine.Config{Workers: c.Workers, StuckRun: c.StuckRun, MaxRecovery: c.MaxRecovery,
+		PassInterval: c.PassInterval, SlackStewards: stewards}
+	if c.SlackBotToken != "" {
+		cfg.CanReply = bridge.CanReply // `reply` runs post into their Slack thread
+	}
+	return engine.New(cfg, db, models, log)
 }
 
 // cmdEnqueue enqueues one item straight into the database. A running server

@@ -429,8 +429,10 @@ func (s *Service) history(ctx context.Context, id string) ([]model.Message, erro
 		case store.EventAssistantMessage:
 			msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: text})
 		case store.EventToolResult, "run_started", "run_finished", "hold_opened", "hold_decided", "memo_dispatched":
+			// Notes are context, not content: a long preview or result is cut
+			// so it cannot crowd the conversation out of the model's window.
 			b, _ := json.Marshal(e.Payload)
-			msgs = append(msgs, model.Message{Role: model.RoleSystem, Content: e.Type + ": " + string(b)})
+			msgs = append(msgs, model.Message{Role: model.RoleSystem, Content: e.Type + ": " + truncate(string(b), 1000)})
 		}
 	}
 	return msgs, nil

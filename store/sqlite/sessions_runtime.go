@@ -110,13 +110,20 @@ func sessionListQuery(p *store.SessionListParams, rare bool) (string, []any) {
 	if len(origins) == 1 {
 		return arm, append(append([]any{origins[0]}, args...), limit)
 	}
+	// Several origins: each arm reads only keys from the index (covering,
+	// unless a LIKE needs the row), the merge keeps the newest limit, and
+	// only those rows are fetched whole.
+	keyArm := `SELECT rowid AS k, last_active_at, id FROM sessions INDEXED BY sessions_listing
+		WHERE origin = ? AND event_count > 0` + cond + order
 	var allArgs []any
 	arms := make([]string, len(origins))
 	for i, o := range origins {
-		arms[i] = `SELECT * FROM (` + arm + `)`
+		arms[i] = `SELECT * FROM (` + keyArm + `)`
 		allArgs = append(append(append(allArgs, o), args...), limit)
 	}
-	return strings.Join(arms, " UNION ALL ") + order, append(allArgs, limit)
+	cols := strings.Fields(strings.ReplaceAll(sessionColumns, ",", " "))
+	return `SELECT s.` + strings.Join(cols, ", s.") + ` FROM (` + strings.Join(arms, " UNION ALL ") + order + `) AS page
+		CROSS JOIN sessions AS s ON s.rowid = page.k ORDER BY page.last_active_at DESC, page.id DESC`, append(allArgs, limit)
 }
 
 // rareListQuery reads the text filter's matches from the trigram index

@@ -1,0 +1,113 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/holdfast-bot/holdfast/engine"
+	"github.com/holdfast-bot/holdfast/engine/sessions"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// EngineService adapts the workflow engine to what the bridge needs.
+func EngineService(e *engine.Engine, st store.Store) Engine { return engineAdapter{e, st} }
+
+type engineAdapter struct {
+	e  *engine.Engine
+	st store.Store
+}
+
+func (a engineAdapter) Enqueue(ctx context.Context, p EnqueueParams) (string, bool, error) {
+	it, created, err := a.e.Enqueue(ctx, engine.EnqueueParams{Command: p.Command, DedupeKey: p.DedupeKey,
+		Payload: p.Payload, SessionID: p.SessionID, OwnerUID: p.OwnerUID})
+	if err != nil {
+		return "", false, err
+	}
+	return it.ID, created, nil
+}
+
+// Decide passes only the Slack user id: the engine finds a linked console
+// user itself, and the decision is recorded as "slack:<id>", which the card
+// shows as a mention.
+func (a engineAdapter) Decide(ctx context.Context, p DecideParams) error {
+	_, err := a.e.Decide(ctx, engine.DecideParams{HoldID: p.HoldID, Decision: p.Decision, Comment: p.Comment,
+		Decider: engine.Decider{SlackUserID: p.SlackUserID}, Via: "slack"})
+	return err
+}
+
+func (a engineAdapter) OpenHold(ctx context.Context, sessionID string) (string, error) {
+	hs, err := a.st.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, SessionID: sessionID, Limit: 50})
+	if err != nil {
+		return "", err
+	}
+	if len(hs) == 0 {
+		return "", fmt.Errorf("open hold of session %s: %w", sessionID, store.ErrNotFound)
+	}
+	return hs[len(hs)-1].ID, nil // open holds list oldest first: the newest is the one in view
+}
+
+// SessionsService adapts the sessions runtime to what the bridge needs.
+func SessionsService(s *sessions.Service) Sessions { return sessionsAdapter{s} }
+
+type sessionsAdapter struct{ s *sessions.Service }
+
+func (a sessionsAdapter) ResolveTag(ctx context.Context, tag string, p NewSession) (*store.Session, error) {
+	return a.s.ResolveTag(ctx, tag, sessions.CreateParams{Title: p.Title, Context: p.Context,
+		Source: sessions.Source{Via: sessions.ViaSlack, UserID: p.Actor}})
+}
+
+func (a sessionsAdapter) Message(ctx context.Context, id, text, actor string) error {
+	_, err := a.s.Message(ctx, id, text, actor, true)
+	return err
+}
+
+func (a sessionsAdapter) SetPolicy(ctx context.Context, id, policy, actor string) error {
+	_, err := a.s.SetPolicy(ctx, id, policy, actor)
+	return err
+}
+
+func (a sessionsAdapter) Command(ctx context.Context, id, command, actor string) (string, error) {
+	res, err := a.s.Command(ctx, id, command, actor)
+	if err != nil {
+		return "", err
+	}
+	switch command {
+	case sessions.CmdTerminate:
+		var parts []string
+		if res.CancelledTurn {
+			parts = append(parts, "stopped the reply in progress")
+		}
+		if res.CancelledRuns > 0 {
+			parts = append(parts, fmt.Sprintf("cancelled %d run(s)", res.CancelledRuns))
+		}
+		if len(parts) == 0 {
+			return "Nothing was running in this thread.", nil
+		}
+		return ":octagonal_sign: Terminated: " + strings.Join(parts, " and ") + ".", nil
+	case sessions.CmdCompact:
+		if res.Summary != nil {
+			if s, ok := res.Summary.Payload["text"].(string); ok && s != "" {
+				return ":compression: Compacted. Summary so far:\n" + esc(s), nil
+			}
+		}
+		return ":compression: Compacted.", nil
+	}
+	return statusLine(res.Session), nil
+}
+
+// statusLine is /status for a thread.
+func statusLine(s *store.Session) string {
+	if s == nil {
+		return "No session."
+	}
+	line := fmt.Sprintf("*Status:* `%s`", esc(s.Status))
+	if s.DoneReason != "" {
+		line += " (" + esc(s.DoneReason) + ")"
+	}
+	line += fmt.Sprintf(" · *policy* `%s` · %d events", esc(s.Policy), s.EventCount)
+	if s.ActiveRunID != "" {
+		line += fmt.Sprintf(" · active `%s`", esc(s.ActiveRunID))
+	}
+	return line + fmt.Sprintf(" · session `%s`", esc(s.ID))
+}

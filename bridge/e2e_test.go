@@ -1,0 +1,168 @@
+package bridge_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/bridge"
+	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// holdCard finds the hold card posted into a thread and answers it with the
+// hold id its actions block carries.
+func (tb *testBundle) holdCard(t *testing.T, channel, root string) (fakeslack.Call, string) {
+	t.Helper()
+	card := tb.waitPost(t, channel, root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["blocks"], `"hold_approve"`) })
+	for _, b := range blocksOf(t, card) {
+		if b["type"] != "actions" {
+			continue
+		}
+		holdID, ok := strings.CutPrefix(b["block_id"].(string), "hold:")
+		require.True(t, ok)
+		els := b["elements"].([]any)
+		require.Len(t, els, 2)
+		approve, reject := els[0].(map[string]any), els[1].(map[string]any)
+		require.Equal(t, []any{"hold_approve", holdID, "primary"}, []any{approve["action_id"], approve["value"], approve["style"]})
+		require.Equal(t, []any{"hold_reject", holdID, "danger"}, []any{reject["action_id"], reject["value"], reject["style"]})
+		require.Contains(t, text(card), "http://holdfast.test/holds/"+holdID)
+		return card, holdID
+	}
+	t.Fatal("hold card without an actions block")
+	return card, ""
+}
+
+// updates answers the chat.update calls of the message posted with ts.
+func (tb *testBundle) updates(channel, ts string) []fakeslack.Call {
+	var out []fakeslack.Call
+	for _, c := range tb.slack.Delivered("chat.update") {
+		if c.Form["channel"] == channel && c.Form["ts"] == ts {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// TestEndToEnd runs Slack over HTTP mode against the real router, engine,
+// sessions runtime and API, with the example workflows.
+func TestEndToEnd(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{real: true})
+
+	// A signed mention in a new thread gets a reply in that thread.
+	root := tb.ts()
+	tb.event(t, "EvE1", mention("CE", "U1", root, "", "hello"))
+	tb.waitPost(t, "CE", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "/draft-memo") })
+
+	// `@bot draft-memo <brief>` enqueues once though Slack delivers it three
+	// times (and once more as a plain message event).
+	ask := tb.ts()
+	ev := mention("CE", "U1", ask, root, "draft-memo Otters\nOtters hold hands while they sleep.")
+	for range 3 {
+		tb.event(t, "EvE2", ev)
+	}
+	tb.event(t, "EvE3", message("CE", "U1", ask, root, ev["text"].(string)))
+	card, holdID := tb.holdCard(t, "CE", root)
+	require.Contains(t, text(card), "Review draft")
+	require.Contains(t, text(card), "Otters hold hands")
+	_, again, err := tb.engine.Enqueue(tb.ctx, bridge.EnqueueParams{Command: "/draft-memo", DedupeKey: "slack:CE:" + ask})
+	require.NoError(t, err)
+	require.False(t, again, "the item exists, once, under the message's dedupe key")
+	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:CE:"+root)
+	require.NoError(t, err)
+	require.Equal(t, store.OriginChannel, ses.Origin)
+	started := 0
+	for _, p := range tb.posts("CE", root) {
+		if strings.Contains(p.Form["text"], "Started `/draft-memo`") {
+			started++
+		}
+	}
+	require.Equal(t, 1, started, "one run")
+
+	// A non-steward's click is refused, ephemerally, and changes nothing.
+	require.Equal(t, http.StatusOK, tb.click(t, "UNOBODY", "hold_approve", holdID, "CE", card.TS, root))
+	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 10*time.Second, 5*time.Millisecond)
+	eph := tb.slack.Delivered("chat.postEphemeral")[0]
+	require.Equal(t, "UNOBODY", eph.Form["user"])
+	require.Contains(t, eph.Form["text"], "can't decide this hold")
+	tb.inboxDrained(t)
+	h, err := tb.store.HoldGetByID(tb.ctx, holdID)
+	require.NoError(t, err)
+	require.Equal(t, store.HoldOpen, h.Status)
+	require.Empty(t, tb.updates("CE", card.TS), "the card is untouched")
+
+	// The requester may not approve their own item either.
+	tb.event(t, "EvE4", mention("CE", "U1", tb.ts(), root, "approve mine"))
+	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 2 }, 10*time.Second, 5*time.Millisecond)
+
+	// A steward's click resumes the run, updates the card and posts the memo.
+	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_approve", holdID, "CE", card.TS, root))
+	require.Eventually(t, func() bool { return len(tb.updates("CE", card.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	upd := tb.updates("CE", card.TS)[0]
+	require.NotContains(t, upd.Form["blocks"], "hold_approve", "buttons gone")
+	require.Contains(t, text(upd), "*Approved* by <@USTEWARD> via slack")
+	memoPost := tb.waitPost(t, "CE", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Memo dispatched") })
+	require.Contains(t, text(memoPost), "*Otters*", "the memo, rendered to mrkdwn")
+	require.Contains(t, text(memoPost), "Otters hold hands while they sleep.")
+	h, err = tb.store.HoldGetByID(tb.ctx, holdID)
+	require.NoError(t, err)
+	require.Equal(t, store.HoldApproved, h.Status)
+	require.Equal(t, "slack", h.DecidedVia)
+
+	// A second click after the decision is told who decided; nothing moves.
+	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_reject", holdID, "CE", card.TS, root))
+	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 3 }, 10*time.Second, 5*time.Millisecond)
+	require.Contains(t, tb.slack.Delivered("chat.postEphemeral")[2].Form["text"], "already decided")
+
+	// A decision in the console/API updates the card too.
+	root2 := tb.ts()
+	tb.event(t, "EvE5", mention("CE", "U1", root2, "", "run draft-memo Herons"))
+	card2, hold2 := tb.holdCard(t, "CE", root2)
+	body, _ := json.Marshal(map[string]any{"decision": "reject", "comment": "not now"})
+	req, err := http.NewRequest(http.MethodPost, tb.srv.URL+"/api/holds/"+hold2+"/decision", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tb.keys[store.RoleSteward])
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Eventually(t, func() bool { return len(tb.updates("CE", card2.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	upd2 := tb.updates("CE", card2.TS)[0]
+	require.NotContains(t, upd2.Form["blocks"], "hold_reject")
+	require.Contains(t, text(upd2), "*Rejected*")
+	require.Contains(t, text(upd2), "via api")
+	require.Contains(t, text(upd2), "not now")
+	tb.waitPost(t, "CE", root2, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "cancelled") })
+
+	// A `reply` workflow posts its output into the thread.
+	root3 := tb.ts()
+	tb.event(t, "EvE6", mention("CE", "U1", root3, "", "summarize-thread What did we decide?"))
+	tb.waitPost(t, "CE", root3, func(c fakeslack.Call) bool {
+		return strings.Contains(text(c), "What did we decide?") && c.Form["blocks"] != ""
+	})
+}
+
+// TestEndToEndThreadDecision: `@bot approve` from a steward decides the
+// thread's open hold exactly as the button does.
+func TestEndToEndThreadDecision(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{real: true})
+	root := tb.ts()
+	tb.event(t, "EvT1", mention("CT", "U1", root, "", "draft-memo Kelp forests"))
+	card, holdID := tb.holdCard(t, "CT", root)
+	tb.event(t, "EvT2", mention("CT", "USTEWARD", tb.ts(), root, "approve nice work"))
+	require.Eventually(t, func() bool { return len(tb.updates("CT", card.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Contains(t, text(tb.updates("CT", card.TS)[0]), "nice work")
+	h, err := tb.store.HoldGetByID(tb.ctx, holdID)
+	require.NoError(t, err)
+	require.Equal(t, store.HoldApproved, h.Status)
+	require.Equal(t, "nice work", h.Comment)
+	tb.waitPost(t, "CT", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Memo dispatched") })
+}
