@@ -69,6 +69,21 @@ func (x *exec) output(ctx context.Context, i int) (*store.Run, error) {
 	}
 	rec.Status = StepSucceeded
 	x.stepEvent(i)
+	if x.async {
+		// Nothing the worker does next depends on this commit; the lease
+		// stays with the run until it lands, so a crash before it recovers
+		// the run and dispatches at most once.
+		x.e.settleSlots <- struct{}{}
+		x.e.settling.Add(1)
+		go func() {
+			defer func() {
+				<-x.e.settleSlots
+				x.e.settling.Done()
+			}()
+			x.settle(ctx, store.RunSucceeded, "", "", d, extra)
+		}()
+		return nil, nil
+	}
 	r := x.settle(ctx, store.RunSucceeded, "", "", d, extra)
 	if r == nil {
 		return nil, store.ErrLeaseLost

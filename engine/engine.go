@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/holdfast-bot/holdfast/engine/library"
@@ -105,6 +106,14 @@ type Engine struct {
 	// handoff carries runs taken over by recovery to the pool.
 	handoff chan *store.Run
 
+	// resumeHint says approved runs may be waiting, so workers do not
+	// spend a write transaction per wake-up looking for none.
+	resumeHint atomic.Bool
+	// settling tracks settles a worker handed off (see exec.output);
+	// settleSlots bounds how many are outstanding.
+	settling    sync.WaitGroup
+	settleSlots chan struct{}
+
 	mu       sync.Mutex
 	inflight map[string]context.CancelCauseFunc // runID → cancel of its context
 	subs     []chan Event
@@ -126,6 +135,8 @@ func New(cfg Config, s store.Store, models *model.Registry, log *slog.Logger) *E
 		handoff:  make(chan *store.Run, 64),
 		inflight: map[string]context.CancelCauseFunc{},
 	}
+	e.settleSlots = make(chan struct{}, 4*cfg.Workers)
+	e.resumeHint.Store(true)
 	e.met = newMetrics(e)
 	return e
 }
@@ -195,6 +206,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.signal()
 	<-ctx.Done()
 	wg.Wait()
+	e.settling.Wait()
 	return nil
 }
 
@@ -206,10 +218,11 @@ func (e *Engine) worker(ctx context.Context, n int) {
 		case <-ctx.Done():
 			return
 		case r := <-e.handoff:
-			e.execute(ctx, r)
+			e.executeAsync(ctx, r)
 			continue
 		case <-e.wake:
 		case <-tick.C:
+			e.resumeHint.Store(true) // decided on another replica, perhaps
 		}
 		for ctx.Err() == nil {
 			runs := e.acquire(ctx, 3)
@@ -217,7 +230,7 @@ func (e *Engine) worker(ctx context.Context, n int) {
 				break
 			}
 			for _, r := range runs {
-				e.execute(ctx, r)
+				e.executeAsync(ctx, r)
 			}
 		}
 	}
@@ -226,16 +239,20 @@ func (e *Engine) worker(ctx context.Context, n int) {
 // acquire takes work for one worker: approved runs first, then up to claim
 // pending items. A full batch passes the wake-up on to another worker.
 func (e *Engine) acquire(ctx context.Context, claim int) []*store.Run {
-	runs, err := e.store.RunResumeApproved(ctx, &store.RunAcquireParams{RunnerID: e.cfg.RunnerID, Limit: 5, Now: e.cfg.Now()})
-	if err != nil {
-		e.logErr(ctx, "resuming approved runs", err)
+	if e.resumeHint.Swap(false) {
+		runs, err := e.store.RunResumeApproved(ctx, &store.RunAcquireParams{RunnerID: e.cfg.RunnerID, Limit: 5, Now: e.cfg.Now()})
+		if err != nil {
+			e.resumeHint.Store(true)
+			e.logErr(ctx, "resuming approved runs", err)
+		}
+		if len(runs) > 0 {
+			e.resumeHint.Store(true) // there may be more
+			e.met.resumed.Add(float64(len(runs)))
+			e.signal()
+			return runs
+		}
 	}
-	if len(runs) > 0 {
-		e.met.resumed.Add(float64(len(runs)))
-		e.signal()
-		return runs
-	}
-	runs, err = e.claim(ctx, claim)
+	runs, err := e.claim(ctx, claim)
 	if err != nil {
 		e.logErr(ctx, "claiming queue items", err)
 		return nil

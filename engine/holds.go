@@ -112,6 +112,7 @@ func (e *Engine) decide(ctx context.Context, h *store.Hold, p *store.HoldDecideP
 	if out.Status != store.HoldOpen {
 		e.notify(Event{Kind: EventHoldDecided, RunID: out.RunID, HoldID: out.ID, ItemID: out.ItemID, SessionID: out.SessionID, Status: out.Status})
 		if out.Status == store.HoldApproved {
+			e.resumeHint.Store(true)
 			e.signal()
 		} else {
 			e.notify(Event{Kind: EventRunFinished, RunID: out.RunID, ItemID: out.ItemID, SessionID: out.SessionID, Status: store.RunCancelled})

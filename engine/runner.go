@@ -81,11 +81,25 @@ type exec struct {
 	evNotes  []Event
 	lastSave time.Time
 	log      *slog.Logger
+	// async hands the final settle to a goroutine (see output).
+	async bool
+}
+
+// executeAsync is execute for pool workers: a successful run's settle is
+// handed off so the worker can start its next run while the settle waits for
+// its group commit. Workers then keep several settles in flight, which is
+// what lets one commit carry many runs.
+func (e *Engine) executeAsync(parent context.Context, r *store.Run) {
+	e.run(parent, r, true)
 }
 
 // execute runs r from its first unfinished step to a settle, a suspension
 // or a lost lease. It returns the run as last written (nil if it was lost).
 func (e *Engine) execute(parent context.Context, r *store.Run) *store.Run {
+	return e.run(parent, r, false)
+}
+
+func (e *Engine) run(parent context.Context, r *store.Run, async bool) *store.Run {
 	ctx, cancel := context.WithCancelCause(parent)
 	e.mu.Lock()
 	e.inflight[r.ID] = cancel
@@ -96,7 +110,7 @@ func (e *Engine) execute(parent context.Context, r *store.Run) *store.Run {
 		e.mu.Unlock()
 		cancel(nil)
 	}()
-	x := &exec{e: e, run: r, lastSave: e.cfg.Now(),
+	x := &exec{e: e, run: r, lastSave: e.cfg.Now(), async: async,
 		log: e.log.With(slog.String("run_id", r.ID), slog.String("item_id", r.ItemID), slog.String("command", r.Command))}
 	out, err := x.runSteps(ctx)
 	if err == nil {

@@ -29,6 +29,16 @@ type writeReq struct {
 	done chan error
 }
 
+// write is tx for functions that take the statement context as an argument.
+// That context never cancels: once a write function starts, it runs to the
+// end (its caller's cancellation is honoured before it starts), which spares
+// the driver a goroutine per statement (go-sqlite3 watches any cancellable
+// context with one) — on the writer, the hottest loop of the service.
+func (db *DB) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	wctx := context.WithoutCancel(ctx)
+	return db.tx(ctx, func(tx *sql.Tx) error { return fn(wctx, tx) })
+}
+
 // tx runs fn in a write transaction, possibly shared with other callers'
 // functions (see above). fn must do all its work through tx and must not call
 // tx itself. The returned error is fn's (interpreted), or the commit's.

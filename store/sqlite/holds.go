@@ -135,7 +135,7 @@ func auditTx(ctx context.Context, tx *sql.Tx, d *store.HoldDecision, now time.Ti
 
 // HoldDecisionAppend audits an attempt the engine refused.
 func (db *DB) HoldDecisionAppend(ctx context.Context, d *store.HoldDecision) error {
-	err := db.tx(ctx, func(tx *sql.Tx) error { return auditTx(ctx, tx, d, nowOr(d.CreatedAt)) })
+	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error { return auditTx(ctx, tx, d, nowOr(d.CreatedAt)) })
 	if err != nil {
 		return fmt.Errorf("hold audit %s: %w", d.HoldID, err)
 	}
@@ -178,7 +178,7 @@ func (db *DB) HoldDecide(ctx context.Context, p *store.HoldDecideParams) (*store
 		h       *store.Hold
 		refusal error
 	)
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		refusal = nil
 		now := nowOr(p.Now)
 		ts := formatTime(now)
@@ -268,7 +268,7 @@ func (db *DB) HoldDecide(ctx context.Context, p *store.HoldDecideParams) (*store
 				if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET decision = 'rejected' WHERE id = ?`, run.ID); err != nil {
 					return err
 				}
-				if err := settleTx(ctx, tx, run, store.RunCancelled, store.ItemFailed, "cancelled", msg, nil, nil, nil, "", now); err != nil {
+				if err := settleTx(ctx, tx, run.ID, run.ItemID, store.RunCancelled, store.ItemFailed, "cancelled", msg, nil, nil, nil, nil, "", now); err != nil {
 					return err
 				}
 			}

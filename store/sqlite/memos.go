@@ -82,23 +82,29 @@ func (db *DB) MemoCreate(ctx context.Context, p *store.MemoCreateParams) (*store
 // memoCreateTx is shared with dispatch, which creates a run's memo inside the
 // transaction that settles the run.
 func memoCreateTx(ctx context.Context, tx *sql.Tx, id string, p *store.MemoCreateParams) (*store.Memo, error) {
-	now := formatTime(time.Now())
+	now := time.Now()
+	ts := formatTime(now)
 	memoType := p.MemoType
 	if memoType == "" {
 		memoType = "note"
 	}
+	tags := normTags(p.Tags)
+	hash := store.HashContent(p.Body)
 	_, err := tx.ExecContext(ctx, `INSERT INTO memos (`+memoColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)`,
-		id, p.Title, p.Body, memoType, encodeJSON(normTags(p.Tags)), p.Notes, boolInt(p.Unlisted),
-		store.HashContent(p.Body), now, now)
+		id, p.Title, p.Body, memoType, encodeJSON(tags), p.Notes, boolInt(p.Unlisted), hash, ts, ts)
 	if err != nil {
 		return nil, err
 	}
 	if p.Workflow != nil {
-		if err := workflowIndexPut(ctx, tx, id, p.Workflow, now); err != nil {
+		if err := workflowIndexPut(ctx, tx, id, p.Workflow, ts); err != nil {
 			return nil, err
 		}
 	}
-	return memoGet(ctx, tx, id)
+	// The row is exactly what was inserted; dispatch creates a memo per run,
+	// so it is built here rather than read back.
+	at := parseTime(ts)
+	return &store.Memo{ID: id, Title: p.Title, Body: p.Body, MemoType: memoType, Tags: tags, Notes: p.Notes,
+		Unlisted: p.Unlisted, ContentVersion: 1, ContentHash: hash, CreatedAt: at, UpdatedAt: at}, nil
 }
 
 func memoGet(ctx context.Context, q queryRower, id string) (*store.Memo, error) {

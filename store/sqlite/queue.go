@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -68,7 +69,7 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 	if payload == nil {
 		payload = map[string]any{}
 	}
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		now := formatTime(time.Now())
 		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_queue_items (id, owner_uid, workflow_memo_id, command,
 			dedupe_key, payload, session_id, target_version, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -83,19 +84,23 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 			return err
 		}
 		created = true
-		if p.SessionID == "" && p.NewSession != nil {
+		sessionID := p.SessionID
+		if sessionID == "" && p.NewSession != nil {
 			sp := *p.NewSession
 			sp.Tags = append(append([]string{}, sp.Tags...), "workflow:"+p.ID)
 			s, err := sessionCreateTx(ctx, tx, store.NewID("ses"), &sp)
 			if err != nil {
 				return err
 			}
+			sessionID = s.ID
 			if _, err := tx.ExecContext(ctx, `UPDATE workflow_queue_items SET session_id = ? WHERE id = ?`, s.ID, p.ID); err != nil {
 				return err
 			}
 		}
-		it, err = scanItem(tx.QueryRowContext(ctx, `SELECT `+itemColumns+` FROM workflow_queue_items WHERE id = ?`, p.ID))
-		return err
+		it = &store.QueueItem{ID: p.ID, OwnerUID: p.OwnerUID, WorkflowMemoID: p.WorkflowMemoID, Command: p.Command,
+			DedupeKey: p.DedupeKey, Payload: payload, Status: store.ItemPending, SessionID: sessionID,
+			TargetVersion: p.TargetVersion, CreatedAt: parseTime(now)}
+		return nil
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("enqueue %s: %w", p.Command, err)
@@ -156,7 +161,7 @@ func (db *DB) countBy(ctx context.Context, q string, keys ...string) (map[string
 func (db *DB) QueueItemClaim(ctx context.Context, p *store.QueueItemClaimParams) ([]*store.Run, error) {
 	limit := max(p.Limit, 1)
 	var runs []*store.Run
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		runs = runs[:0]
 		now := nowOr(p.Now)
 		ts := formatTime(now)
@@ -184,21 +189,26 @@ func (db *DB) QueueItemClaim(ctx context.Context, p *store.QueueItemClaimParams)
 		if err := rows.Close(); err != nil {
 			return err
 		}
+		if len(runs) == 0 {
+			return nil
+		}
+		args := make([]any, 0, 10*len(runs))
+		groups := make([]sessionEvents, 0, len(runs))
 		for _, r := range runs {
 			if r.ID != store.RunIDForItem(r.ItemID) {
 				return fmt.Errorf("claim: run id %s does not derive from item %s", r.ID, r.ItemID)
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO workflow_runs (id, item_id, workflow_memo_id, command,
-				session_id, owner_uid, status, runner_id, heartbeat_at, created_at, updated_at)
-				VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)`,
-				r.ID, r.ItemID, r.WorkflowMemoID, r.Command, r.SessionID, r.OwnerUID, p.RunnerID, ts, ts, ts); err != nil {
-				return err
-			}
-			if err := appendEvents(ctx, tx, r.SessionID, p.Events, r); err != nil {
-				return err
+			args = append(args, r.ID, r.ItemID, r.WorkflowMemoID, r.Command, r.SessionID, r.OwnerUID, p.RunnerID, ts, ts, ts)
+			if p.Events != nil {
+				groups = append(groups, sessionEvents{r.SessionID, p.Events(r)})
 			}
 		}
-		return nil
+		if _, err := tx.ExecContext(ctx, `INSERT INTO workflow_runs (id, item_id, workflow_memo_id, command,
+			session_id, owner_uid, status, runner_id, heartbeat_at, created_at, updated_at) VALUES `+
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?), ", len(runs)), ", "), args...); err != nil {
+			return err
+		}
+		return appendEventsMulti(ctx, tx, groups)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -215,18 +225,121 @@ func appendEvents(ctx context.Context, tx *sql.Tx, sessionID string, fn store.Ev
 	return appendEventList(ctx, tx, sessionID, fn(r))
 }
 
+// sessionEvents is one session's share of a multi-session append.
+type sessionEvents struct {
+	sessionID string
+	events    []store.EventAppendParams
+}
+
+// appendEventList appends transcript lines for one session.
 func appendEventList(ctx context.Context, tx *sql.Tx, sessionID string, evs []store.EventAppendParams) error {
-	if sessionID == "" {
+	return appendEventsMulti(ctx, tx, []sessionEvents{{sessionID, evs}})
+}
+
+// appendEventsMulti appends engine transcript lines for several sessions in
+// a fixed number of statements: one read of each session's newest ts, one
+// counter update per session and one multi-row insert. A run writes several
+// lines per transaction and this is the writer's hottest path. The ts rule
+// is eventAppendTx's: strictly increasing within a session.
+func appendEventsMulti(ctx context.Context, tx *sql.Tx, groups []sessionEvents) error {
+	var (
+		ids  []any
+		keep []sessionEvents
+	)
+	for _, g := range groups {
+		if g.sessionID == "" || len(g.events) == 0 {
+			continue
+		}
+		for _, ev := range g.events {
+			if ev.Type == store.EventPolicySet || (ev.SessionID != "" && ev.SessionID != g.sessionID) {
+				// Not a plain run line: take the general path.
+				for i := range g.events {
+					e := g.events[i]
+					if e.SessionID == "" {
+						e.SessionID = g.sessionID
+					}
+					if _, err := eventAppendTx(ctx, tx, &e); err != nil {
+						return err
+					}
+				}
+				g.events = nil
+				break
+			}
+		}
+		if len(g.events) > 0 {
+			keep = append(keep, g)
+			ids = append(ids, g.sessionID)
+		}
+	}
+	if len(keep) == 0 {
 		return nil
 	}
-	for i := range evs {
-		ev := evs[i]
-		if ev.SessionID == "" {
-			ev.SessionID = sessionID
-		}
-		if _, err := eventAppendTx(ctx, tx, &ev); err != nil {
+	last := map[string]time.Time{}
+	rows, err := tx.QueryContext(ctx, `SELECT session_id, MAX(ts) FROM session_events WHERE session_id IN (`+
+		placeholders(len(ids))+`) GROUP BY session_id`, ids...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var (
+			id string
+			ts sql.NullString
+		)
+		if err := rows.Scan(&id, &ts); err != nil {
+			rows.Close()
 			return err
 		}
+		if ts.Valid {
+			last[id] = parseTime(ts.String)
+		}
 	}
-	return nil
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	var (
+		args []any
+		n    int
+	)
+	flush := func() error {
+		if n == 0 {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO session_events (session_id, ts, type, actor, payload) VALUES `+
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", n), ", "), args...)
+		args, n = args[:0], 0
+		return err
+	}
+	for _, g := range keep {
+		start := now
+		if lt, ok := last[g.sessionID]; ok && !start.After(lt) {
+			start = lt.Add(time.Microsecond)
+		}
+		lastTS := formatTime(start.Add(time.Duration(len(g.events)-1) * time.Microsecond))
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET event_count = event_count + ?, last_active_at = ? WHERE id = ?`,
+			len(g.events), lastTS, g.sessionID)
+		if err != nil {
+			return err
+		}
+		if c, _ := res.RowsAffected(); c == 0 {
+			return fmt.Errorf("session %s: %w", g.sessionID, store.ErrNotFound)
+		}
+		for i, ev := range g.events {
+			payload := ev.Payload
+			if payload == nil {
+				payload = map[string]any{}
+			}
+			args = append(args, g.sessionID, formatTime(start.Add(time.Duration(i)*time.Microsecond)), ev.Type, ev.Actor, encodeJSON(payload))
+			if n++; n == 100 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return flush()
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }

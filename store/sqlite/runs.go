@@ -100,47 +100,59 @@ func (db *DB) RunCountByStatus(ctx context.Context) (map[string]int64, error) {
 		store.RunRunning, store.RunSuspended, store.RunSucceeded, store.RunFailed, store.RunCancelled, store.RunRecoveryExhausted)
 }
 
-// fence checks that the caller still holds the run; every runner write goes
-// through it, so a runner whose run was recovered elsewhere stops writing.
-func fence(ctx context.Context, tx *sql.Tx, runID string, lease int64) (*store.Run, error) {
-	r, err := runGet(ctx, tx, runID)
-	if err != nil {
-		return nil, err
-	}
-	if r.Lease != lease || r.Status != store.RunRunning {
-		return nil, fmt.Errorf("%w: run %s is %s at lease %d, writer holds lease %d", store.ErrLeaseLost, runID, r.Status, r.Lease, lease)
-	}
-	return r, nil
+// fenced is what a runner write needs to know about the run it fences.
+type fenced struct {
+	id, itemID, sessionID string
 }
 
-func rawOr(raw json.RawMessage, cur json.RawMessage) string {
+// fence checks that the caller still holds the run; every runner write goes
+// through it, so a runner whose run was recovered elsewhere stops writing.
+func fence(ctx context.Context, tx *sql.Tx, runID string, lease int64) (*fenced, error) {
+	var (
+		f      = &fenced{id: runID}
+		status string
+		cur    int64
+	)
+	err := tx.QueryRowContext(ctx, `SELECT item_id, session_id, status, lease FROM workflow_runs WHERE id = ?`, runID).
+		Scan(&f.itemID, &f.sessionID, &status, &cur)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	if cur != lease || status != store.RunRunning {
+		return nil, fmt.Errorf("%w: run %s is %s at lease %d, writer holds lease %d", store.ErrLeaseLost, runID, status, cur, lease)
+	}
+	return f, nil
+}
+
+// rawArg passes JSON to a COALESCE(?, column) update: nil keeps the column.
+func rawArg(raw json.RawMessage) any {
 	if raw == nil {
-		return string(cur)
+		return nil
 	}
 	return string(raw)
 }
 
-func stepsOr(steps []store.RunStep, cur []store.RunStep) string {
+func stepsArg(steps []store.RunStep) any {
 	if steps == nil {
-		return encodeJSON(cur)
+		return nil
 	}
 	return encodeJSON(steps)
 }
 
-func checkpointTx(ctx context.Context, tx *sql.Tx, p *store.RunCheckpointParams, status string) (*store.Run, error) {
+func checkpointTx(ctx context.Context, tx *sql.Tx, p *store.RunCheckpointParams, status string) (*fenced, error) {
 	cur, err := fence(ctx, tx, p.RunID, p.Lease)
 	if err != nil {
 		return nil, err
 	}
 	ts := formatTime(nowOr(p.Now))
-	_, err = tx.ExecContext(ctx, `UPDATE workflow_runs SET status = ?, manifest = ?, steps = ?, state = ?, guards = ?,
+	_, err = tx.ExecContext(ctx, `UPDATE workflow_runs SET status = ?, manifest = COALESCE(?, manifest),
+		steps = COALESCE(?, steps), state = COALESCE(?, state), guards = COALESCE(?, guards),
 		heartbeat_at = ?, updated_at = ? WHERE id = ?`,
-		status, rawOr(p.Manifest, cur.Manifest), stepsOr(p.Steps, cur.Steps), rawOr(p.State, cur.State),
-		rawOr(p.Guards, cur.Guards), ts, ts, p.RunID)
+		status, rawArg(p.Manifest), stepsArg(p.Steps), rawArg(p.State), rawArg(p.Guards), ts, ts, p.RunID)
 	if err != nil {
 		return nil, err
 	}
-	if err := appendEventList(ctx, tx, cur.SessionID, p.Events); err != nil {
+	if err := appendEventList(ctx, tx, cur.sessionID, p.Events); err != nil {
 		return nil, err
 	}
 	return cur, nil
@@ -148,7 +160,7 @@ func checkpointTx(ctx context.Context, tx *sql.Tx, p *store.RunCheckpointParams,
 
 // RunCheckpoint records progress and refreshes the heartbeat.
 func (db *DB) RunCheckpoint(ctx context.Context, p *store.RunCheckpointParams) error {
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := checkpointTx(ctx, tx, p, store.RunRunning)
 		return err
 	})
@@ -160,7 +172,7 @@ func (db *DB) RunCheckpoint(ctx context.Context, p *store.RunCheckpointParams) e
 
 // RunHeartbeat refreshes only the heartbeat, for long steps.
 func (db *DB) RunHeartbeat(ctx context.Context, runID string, lease int64, now time.Time) error {
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET heartbeat_at = ? WHERE id = ? AND lease = ? AND status = 'running'`,
 			formatTime(nowOr(now)), runID, lease)
 		if err != nil {
@@ -180,7 +192,7 @@ func (db *DB) RunHeartbeat(ctx context.Context, runID string, lease int64, now t
 // RunSuspend checkpoints the run, opens its hold and suspends it, together.
 func (db *DB) RunSuspend(ctx context.Context, p *store.RunSuspendParams) (*store.Hold, error) {
 	var h *store.Hold
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := checkpointTx(ctx, tx, &p.RunCheckpointParams, store.RunSuspended); err != nil {
 			return err
 		}
@@ -210,34 +222,37 @@ func (db *DB) RunSuspend(ctx context.Context, p *store.RunSuspendParams) (*store
 // RunSettle ends a run; a memo dispatch commits with it or not at all.
 func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.Run, error) {
 	var out *store.Run
-	err := db.tx(ctx, func(tx *sql.Tx) error {
-		cur, err := fence(ctx, tx, p.RunID, p.Lease)
+	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		now := nowOr(p.Now)
+		memoID := ""
+		if d := p.Dispatch; d != nil {
+			switch {
+			case d.Update != nil:
+				memoID = d.Update.ID
+			case d.Create != nil:
+				memoID = store.NewID("mem")
+			}
+		}
+		// The fence and the run's final write are one statement.
+		cur, err := settleRunTx(ctx, tx, p.RunID, &p.Lease, p.Status, p.ErrorKind, p.Error,
+			p.Manifest, p.Steps, p.State, p.Guards, memoID, now)
 		if err != nil {
 			return err
 		}
 		var memo *store.Memo
 		if d := p.Dispatch; d != nil {
-			if memo, err = dispatchTx(ctx, tx, d); err != nil {
+			if memo, err = dispatchTx(ctx, tx, d, memoID); err != nil {
 				return err
 			}
 		}
-		memoID := ""
-		if memo != nil {
-			memoID = memo.ID
-		}
-		if p.Manifest != nil {
-			if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET manifest = ? WHERE id = ?`, string(p.Manifest), p.RunID); err != nil {
-				return err
-			}
-		}
-		if err := settleTx(ctx, tx, cur, p.Status, p.ItemStatus, p.ErrorKind, p.Error, p.Steps, p.State, p.Guards, memoID, nowOr(p.Now)); err != nil {
+		if err := settleItemTx(ctx, tx, cur.itemID, p.Status, p.ItemStatus, now); err != nil {
 			return err
 		}
-		if out, err = runGet(ctx, tx, p.RunID); err != nil {
-			return err
-		}
+		// What the events need, without reading the row back.
+		out = &store.Run{ID: cur.id, ItemID: cur.itemID, SessionID: cur.sessionID, Status: p.Status, ErrorKind: p.ErrorKind,
+			Error: p.Error, Steps: p.Steps, DispatchMemoID: memoID, FinishedAt: &now, UpdatedAt: now}
 		if p.Events != nil {
-			return appendEventList(ctx, tx, cur.SessionID, p.Events(out, memo))
+			return appendEventList(ctx, tx, cur.sessionID, p.Events(out, memo))
 		}
 		return nil
 	})
@@ -247,29 +262,56 @@ func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.R
 	return out, nil
 }
 
-func settleTx(ctx context.Context, tx *sql.Tx, cur *store.Run, status, itemStatus, errKind, errMsg string,
-	steps []store.RunStep, state, guards json.RawMessage, memoID string, now time.Time) error {
+// settleRunTx writes a run's final state. With lease set it is also the
+// fence: a run this writer no longer holds is ErrLeaseLost.
+func settleRunTx(ctx context.Context, tx *sql.Tx, runID string, lease *int64, status, errKind, errMsg string,
+	manifest json.RawMessage, steps []store.RunStep, state, guards json.RawMessage, memoID string, now time.Time) (*fenced, error) {
 	ts := formatTime(now)
+	q := `UPDATE workflow_runs SET status = ?, error_kind = ?, error = ?,
+		manifest = COALESCE(?, manifest), steps = COALESCE(?, steps), state = COALESCE(?, state), guards = COALESCE(?, guards),
+		dispatch_memo_id = CASE WHEN ? = '' THEN dispatch_memo_id ELSE ? END, lease = lease + 1,
+		heartbeat_at = ?, updated_at = ?, finished_at = ? WHERE id = ?`
+	args := []any{status, errKind, errMsg, rawArg(manifest), stepsArg(steps), rawArg(state), rawArg(guards),
+		memoID, memoID, ts, ts, ts, runID}
+	if lease != nil {
+		q += ` AND lease = ? AND status = 'running'`
+		args = append(args, *lease)
+	}
+	f := &fenced{id: runID}
+	err := tx.QueryRowContext(ctx, q+` RETURNING item_id, session_id`, args...).Scan(&f.itemID, &f.sessionID)
+	if errors.Is(err, sql.ErrNoRows) {
+		if lease == nil {
+			return nil, fmt.Errorf("run %s: %w", runID, store.ErrNotFound)
+		}
+		return nil, fmt.Errorf("%w: run %s is no longer held at lease %d", store.ErrLeaseLost, runID, *lease)
+	}
+	return f, err
+}
+
+func settleItemTx(ctx context.Context, tx *sql.Tx, itemID, status, itemStatus string, now time.Time) error {
 	if itemStatus == "" {
 		itemStatus = store.ItemFailed
 		if status == store.RunSucceeded {
 			itemStatus = store.ItemDone
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET status = ?, error_kind = ?, error = ?, steps = ?, state = ?,
-		guards = ?, dispatch_memo_id = CASE WHEN ? = '' THEN dispatch_memo_id ELSE ? END, lease = lease + 1,
-		heartbeat_at = ?, updated_at = ?, finished_at = ? WHERE id = ?`,
-		status, errKind, errMsg, stepsOr(steps, cur.Steps), rawOr(state, cur.State), rawOr(guards, cur.Guards),
-		memoID, memoID, ts, ts, ts, cur.ID); err != nil {
+	_, err := tx.ExecContext(ctx, `UPDATE workflow_queue_items SET status = ?, settled_at = ? WHERE id = ?`, itemStatus, formatTime(now), itemID)
+	return err
+}
+
+// settleTx settles a run the caller has already checked (recovery,
+// decisions, cancellation), with its item.
+func settleTx(ctx context.Context, tx *sql.Tx, runID, itemID, status, itemStatus, errKind, errMsg string,
+	manifest json.RawMessage, steps []store.RunStep, state, guards json.RawMessage, memoID string, now time.Time) error {
+	if _, err := settleRunTx(ctx, tx, runID, nil, status, errKind, errMsg, manifest, steps, state, guards, memoID, now); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE workflow_queue_items SET status = ?, settled_at = ? WHERE id = ?`, itemStatus, ts, cur.ItemID)
-	return err
+	return settleItemTx(ctx, tx, itemID, status, itemStatus, now)
 }
 
 // dispatchTx writes the run's memo. The move guard and the stub's
 // compare-and-set both answer ErrConflict, which rolls back the settle.
-func dispatchTx(ctx context.Context, tx *sql.Tx, d *store.DispatchParams) (*store.Memo, error) {
+func dispatchTx(ctx context.Context, tx *sql.Tx, d *store.DispatchParams, newID string) (*store.Memo, error) {
 	if g := d.MoveGuard; g != nil {
 		src, err := memoGet(ctx, tx, g.MemoID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -292,7 +334,7 @@ func dispatchTx(ctx context.Context, tx *sql.Tx, d *store.DispatchParams) (*stor
 		}
 		return m, err
 	case d.Create != nil:
-		return memoCreateTx(ctx, tx, store.NewID("mem"), d.Create)
+		return memoCreateTx(ctx, tx, newID, d.Create)
 	}
 	return nil, nil
 }
@@ -335,7 +377,7 @@ func selectIDs(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]string
 // RunResumeApproved takes over approved suspended runs, oldest decision first.
 func (db *DB) RunResumeApproved(ctx context.Context, p *store.RunAcquireParams) ([]*store.Run, error) {
 	var out []*store.Run
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		ids, err := selectIDs(ctx, tx, `SELECT id FROM workflow_runs WHERE status = 'suspended' AND decision = 'approved'
 			ORDER BY updated_at LIMIT ?`, max(p.Limit, 1))
 		if err != nil {
@@ -352,7 +394,7 @@ func (db *DB) RunResumeApproved(ctx context.Context, p *store.RunAcquireParams) 
 
 // RunRecoverStuck takes over stale runs, or settles them recovery_exhausted.
 func (db *DB) RunRecoverStuck(ctx context.Context, p *store.RunRecoverParams) (recovered, exhausted []*store.Run, err error) {
-	err = db.tx(ctx, func(tx *sql.Tx) error {
+	err = db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		recovered, exhausted = nil, nil
 		now := nowOr(p.Now)
 		ts := formatTime(now)
@@ -369,8 +411,8 @@ func (db *DB) RunRecoverStuck(ctx context.Context, p *store.RunRecoverParams) (r
 			if cur.RecoveryAttempts >= p.MaxAttempts {
 				msg := fmt.Sprintf("run stopped heart-beating %d times (last at %s); giving up after %d recoveries",
 					cur.RecoveryAttempts+1, cur.HeartbeatAt.Format(time.RFC3339), cur.RecoveryAttempts)
-				if err := settleTx(ctx, tx, cur, store.RunRecoveryExhausted, store.ItemFailed, store.RunRecoveryExhausted, msg,
-					nil, nil, nil, "", now); err != nil {
+				if err := settleTx(ctx, tx, cur.ID, cur.ItemID, store.RunRecoveryExhausted, store.ItemFailed, store.RunRecoveryExhausted, msg,
+					nil, nil, nil, nil, "", now); err != nil {
 					return err
 				}
 				r, err := runGet(ctx, tx, id)
@@ -401,7 +443,7 @@ func (db *DB) RunRecoverStuck(ctx context.Context, p *store.RunRecoverParams) (r
 // open holds.
 func (db *DB) RunCancelSuspended(ctx context.Context, p *store.RunCancelParams) ([]*store.Run, error) {
 	var out []*store.Run
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		out = nil
 		now := nowOr(p.Now)
 		ids, err := selectIDs(ctx, tx, `SELECT id FROM workflow_runs WHERE session_id = ? AND status = 'suspended'`, p.SessionID)
@@ -414,7 +456,7 @@ func (db *DB) RunCancelSuspended(ctx context.Context, p *store.RunCancelParams) 
 				return err
 			}
 			msg := "cancelled by " + p.By
-			if err := settleTx(ctx, tx, cur, store.RunCancelled, store.ItemFailed, "cancelled", msg, nil, nil, nil, "", now); err != nil {
+			if err := settleTx(ctx, tx, cur.ID, cur.ItemID, store.RunCancelled, store.ItemFailed, "cancelled", msg, nil, nil, nil, nil, "", now); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE holds SET status = 'rejected', decided_by = ?, decided_at = ?, comment = ?
