@@ -77,6 +77,7 @@ type SessionRow struct {
 	DoneReason   string
 	Archived     bool
 	Events       int64
+	EventsText   string // "1 event", "12 events"
 	LastActive   Time
 }
 
@@ -234,9 +235,7 @@ type StepView struct {
 	Kind      string
 	Text      string
 	Status    string
-	Started   string
-	Duration  string
-	Tokens    string
+	Meta      string // "12:00:01.250 · 40 ms · 8 in / 8 out tokens"
 	ErrorKind string
 	Error     string
 }

@@ -85,20 +85,24 @@ func (c *Console) runShow(w http.ResponseWriter, r *http.Request) {
 		v.Manifest = string(b)
 	}
 	for i, s := range run.Steps {
-		sv := templates.StepView{N: i + 1, Kind: s.Kind, Status: s.Status, Duration: durationText(s.DurationMs),
-			ErrorKind: s.ErrorKind, Error: s.Error}
+		sv := templates.StepView{N: i + 1, Kind: s.Kind, Status: s.Status, ErrorKind: s.ErrorKind, Error: s.Error}
 		if i < len(m.Steps) {
 			sv.Text = m.Steps[i].Text
 		}
+		var meta []string
 		if s.StartedAt != nil {
-			sv.Started = s.StartedAt.UTC().Format("15:04:05.000")
+			meta = append(meta, s.StartedAt.UTC().Format("15:04:05.000"))
+		}
+		if d := durationText(s.DurationMs); d != "" {
+			meta = append(meta, d)
 		}
 		if s.TokensIn+s.TokensOut > 0 {
-			sv.Tokens = fmt.Sprintf("%d in / %d out tokens", s.TokensIn, s.TokensOut)
+			meta = append(meta, fmt.Sprintf("%d in / %d out tokens", s.TokensIn, s.TokensOut))
 		}
 		if s.Attempts > 1 {
-			sv.Tokens = strings.TrimPrefix(sv.Tokens+fmt.Sprintf(" · %d attempts", s.Attempts), " · ")
+			meta = append(meta, fmt.Sprintf("%d attempts", s.Attempts))
 		}
+		sv.Meta = strings.Join(meta, " · ")
 		v.Steps = append(v.Steps, sv)
 	}
 	var guards []workflow.GuardOutcome

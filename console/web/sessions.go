@@ -173,7 +173,7 @@ func (c *Console) sessionsView(ctx context.Context, f sessionFilter) (templates.
 	for _, s := range page.Sessions {
 		row := templates.SessionRow{ID: s.ID, URL: sessionURL(s.ID), Title: sessionTitle(s), Origin: s.Origin, Badge: badge(s),
 			Capabilities: s.Capabilities, Status: s.Status, DoneReason: s.DoneReason, Archived: s.Archived, Events: s.EventCount,
-			LastActive: c.ago(s.LastActiveAt)}
+			EventsText: plural(s.EventCount, "event"), LastActive: c.ago(s.LastActiveAt)}
 		if len(s.Tags) > 0 && s.Tags[0] != row.Title {
 			row.Tag = s.Tags[0]
 		}
@@ -380,7 +380,7 @@ func (c *Console) eventView(ctx context.Context, e *store.Event, names map[strin
 	p := e.Payload
 	runLink := func() {
 		if id := str(p, "runId"); id != "" {
-			v.Links = append(v.Links, templates.Link{Label: "Run " + id, URL: runURL(id)})
+			v.Links = append(v.Links, templates.Link{Label: "Open run", URL: runURL(id)})
 		}
 	}
 	switch e.Type {
@@ -534,4 +534,11 @@ func (c *Console) sessionPolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.redirect(w, r, "/sessions/"+id, "Posture is now "+s.Policy+".", false)
+}
+
+func plural(n int64, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
