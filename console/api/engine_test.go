@@ -109,7 +109,7 @@ func TestEnqueueRoute(t *testing.T) {
 
 	for _, c := range []struct {
 		name, role, path, ctype, body string
-		want                            int
+		want                          int
 	}{
 		{"NoCredentials", "", "/api/workflows/draft-memo/enqueue", "application/json", `{"dedupeKey":"x"}`, http.StatusUnauthorized},
 		{"ViewerMayNotEnqueue", store.RoleViewer, "/api/workflows/draft-memo/enqueue", "application/json", `{"dedupeKey":"x"}`, http.StatusForbidden},
@@ -160,7 +160,7 @@ type runAnswer struct {
 	ID, ItemID, Command, SessionID, Status, ErrorKind, Error string
 	Steps                                                    []struct {
 		Kind, Status, StartedAt, ErrorKind, Error string
-		DurationMs, TokensIn, TokensOut          int
+		DurationMs, TokensIn, TokensOut           int
 	}
 	Guards           []map[string]any
 	Hold             *struct{ ID, Status, GateLabel string }
