@@ -30,10 +30,13 @@ func (a engineAdapter) Enqueue(ctx context.Context, p EnqueueParams) (string, bo
 // Decide passes only the Slack user id: the engine finds a linked console
 // user itself, and the decision is recorded as "slack:<id>", which the card
 // shows as a mention.
-func (a engineAdapter) Decide(ctx context.Context, p DecideParams) error {
-	_, err := a.e.Decide(ctx, engine.DecideParams{HoldID: p.HoldID, Decision: p.Decision, Comment: p.Comment,
+func (a engineAdapter) Decide(ctx context.Context, p DecideParams) (*DecideResult, error) {
+	h, err := a.e.Decide(ctx, engine.DecideParams{HoldID: p.HoldID, Decision: p.Decision, Comment: p.Comment,
 		Decider: engine.Decider{SlackUserID: p.SlackUserID}, Via: "slack"})
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return &DecideResult{Status: h.Status, Approvals: len(h.Approvals), Required: h.RequiredApprovals}, nil
 }
 
 func (a engineAdapter) OpenHold(ctx context.Context, sessionID string) (string, error) {

@@ -37,7 +37,7 @@ type Engine interface {
 	// Decide approves or rejects a hold on behalf of a Slack user (via
 	// "slack"). Refusals wrap ErrForbidden; an already decided hold wraps
 	// store.ErrConflict.
-	Decide(ctx context.Context, p DecideParams) error
+	Decide(ctx context.Context, p DecideParams) (*DecideResult, error)
 	// OpenHold answers the id of the session's newest open hold, or an error
 	// wrapping store.ErrNotFound.
 	OpenHold(ctx context.Context, sessionID string) (string, error)
@@ -58,6 +58,14 @@ type DecideParams struct {
 	Decision    string // approve | reject
 	Comment     string
 	SlackUserID string
+}
+
+// DecideResult is the hold after a decision: still open when the approval
+// was one of several the workflow needs.
+type DecideResult struct {
+	Status    string // open | approved | rejected
+	Approvals int
+	Required  int
 }
 
 // Sessions is what the bridge needs of the sessions service.
@@ -136,6 +144,8 @@ type Bridge struct {
 	botUserID atomic.Value // string
 	botID     atomic.Value // string
 
+	inboxFails map[int64]int // failed attempts by delivery; the inbox worker's alone
+
 	inboxWake  chan struct{}
 	mirrorWake chan struct{}
 	outboxWake chan struct{}
@@ -160,6 +170,7 @@ func New(cfg Config, st store.Store, api *slack.Client, engine Engine, sessions 
 	cfg.defaults()
 	b := &Bridge{
 		cfg: cfg, store: st, api: api, engine: engine, sessions: sessions, log: log,
+		inboxFails: map[int64]int{},
 		inboxWake:  make(chan struct{}, 1),
 		mirrorWake: make(chan struct{}, 1),
 		outboxWake: make(chan struct{}, 1),

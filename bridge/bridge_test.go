@@ -196,6 +196,31 @@ func TestEnqueueOnceAcrossRedeliveries(t *testing.T) {
 	require.Len(t, tb.slack.Calls("chat.postMessage"), 3, "one reply per message, none for redeliveries")
 }
 
+func TestInboxRetriesFailedDelivery(t *testing.T) {
+	t.Parallel()
+	o := standIns()
+	eng := newRecordingEngine()
+	eng.failEnqueue = 2
+	o.engine = func(*testBundle) bridge.Engine { return eng }
+	o.cfg = func(c *bridge.Config) { c.Tick = 20 * time.Millisecond }
+	tb := setup(t, o)
+	tb.addWorkflow(t, "/draft-memo", "live", "Drafts")
+	root := tb.ts()
+	tb.event(t, "EvF1", mention("CF", "U1", root, "", "draft-memo Tide pools"))
+	tb.waitPost(t, "CF", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "Queued") })
+	tb.inboxDrained(t)
+	enq, _ := eng.snapshot()
+	require.Len(t, enq, 1, "enqueued on the third attempt, once")
+
+	// A delivery that keeps failing is set aside with its error.
+	eng.mu.Lock()
+	eng.failEnqueue = 100
+	eng.mu.Unlock()
+	tb.event(t, "EvF2", mention("CF", "U1", tb.ts(), root, "draft-memo Never"))
+	tb.inboxDrained(t)
+	require.Len(t, tb.posts("CF", root), 1)
+}
+
 func TestMentionCommands(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, standIns())

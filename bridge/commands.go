@@ -154,10 +154,16 @@ func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m
 // alone and change nothing. On success the mirror updates the card when the
 // engine records the decision in the transcript.
 func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix, holdID, decision, comment, user, channel, threadTS string) error {
-	err := b.engine.Decide(ctx, DecideParams{HoldID: holdID, Decision: decision, Comment: comment, SlackUserID: user})
+	res, err := b.engine.Decide(ctx, DecideParams{HoldID: holdID, Decision: decision, Comment: comment, SlackUserID: user})
 	switch {
 	case err == nil:
-		b.log.InfoContext(ctx, "slack: hold decided", slog.String("hold_id", holdID), slog.String("decision", decision), slog.String("user", user))
+		b.log.InfoContext(ctx, "slack: hold decided", slog.String("hold_id", holdID), slog.String("decision", decision),
+			slog.String("user", user), slog.String("status", res.Status))
+		if res.Status == store.HoldOpen {
+			// One of several approvals: the card stays until the last one.
+			return b.ephemeral(ctx, it, suffix, channel, threadTS, user,
+				fmt.Sprintf("Your approval is recorded (%d of %d needed). The hold stays open until the rest approve.", res.Approvals, res.Required))
+		}
 		return nil
 	case errors.Is(err, ErrForbidden):
 		return b.ephemeral(ctx, it, suffix, channel, threadTS, user,

@@ -12,6 +12,8 @@ import (
 
 	"github.com/holdfast-bot/holdfast/bridge"
 	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
+	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -165,4 +167,35 @@ func TestEndToEndThreadDecision(t *testing.T) {
 	require.Equal(t, store.HoldApproved, h.Status)
 	require.Equal(t, "nice work", h.Comment)
 	tb.waitPost(t, "CT", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Memo dispatched") })
+}
+
+// TestEndToEndTwoApprovals: with Approvals 2 the first steward's click is
+// acknowledged to them alone and the card waits for the second.
+func TestEndToEndTwoApprovals(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{real: true})
+	lib := library.New(tb.store, discard())
+	wf := strings.Replace(strings.Replace(draftMemo(t), "`/draft-memo`", "`/pair-review`", 1),
+		"- **Approval** `hold`", "- **Approval** `hold`\n- **Approvals** `2`", 1)
+	_, _, err := lib.ImportWorkflow(tb.ctx, "Pair review", wf)
+	require.NoError(t, err)
+
+	root := tb.ts()
+	tb.event(t, "EvP1", mention("CP", "U1", root, "", "pair-review Tides"))
+	card, holdID := tb.holdCard(t, "CP", root)
+	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_approve", holdID, "CP", card.TS, root))
+	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Contains(t, tb.slack.Delivered("chat.postEphemeral")[0].Form["text"], "1 of 2")
+	require.Empty(t, tb.updates("CP", card.TS))
+
+	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD2", "hold_approve", holdID, "CP", card.TS, root))
+	require.Eventually(t, func() bool { return len(tb.updates("CP", card.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	tb.waitPost(t, "CP", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Memo dispatched") })
+}
+
+func draftMemo(t *testing.T) string {
+	t.Helper()
+	b, err := workflow.Examples.ReadFile("examples/draft-memo.md")
+	require.NoError(t, err)
+	return string(b)
 }

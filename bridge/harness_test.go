@@ -58,7 +58,7 @@ type testBundle struct {
 }
 
 type setupOpts struct {
-	// real runs the real engine (stewards: USTEWARD) and API with the
+	// real runs the real engine (stewards: USTEWARD, USTEWARD2) and API with the
 	// example workflows; otherwise engine builds a stand-in.
 	real    bool
 	engine  func(tb *testBundle) bridge.Engine
@@ -85,7 +85,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	if o.real {
 		lib := library.New(db, log)
 		require.NoError(t, lib.SeedExamples(ctx))
-		tb.eng = engine.New(engine.Config{Workers: 2, SlackStewards: []string{"USTEWARD"}, CanReply: bridge.CanReply,
+		tb.eng = engine.New(engine.Config{Workers: 2, SlackStewards: []string{"USTEWARD", "USTEWARD2"}, CanReply: bridge.CanReply,
 			DisableScheduler: true, PassInterval: time.Second}, db, models, log)
 		tb.engine = bridge.EngineService(tb.eng, db)
 		sesEngine = sessionsEngine{tb.eng}

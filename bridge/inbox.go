@@ -13,14 +13,24 @@ import (
 // inboxBatch is how many deliveries one pass reads.
 const inboxBatch = 50
 
+// inboxAttempts is how often a delivery whose handling fails (a busy
+// database, a failing engine call) is tried before it is set aside with its
+// error.
+const inboxAttempts = 3
+
+// errMalformed marks deliveries no retry can help.
+var errMalformed = errors.New("malformed delivery")
+
 // processInbox handles stored deliveries in arrival order. Each is marked
-// processed once handled; one that cannot be handled is marked with its
-// error rather than retried forever.
+// processed once handled; one whose handling fails is tried again on a
+// later pass (the next wake-up or tick), and after inboxAttempts marked with
+// its error rather than retried forever.
 func (b *Bridge) processInbox(ctx context.Context) (bool, error) {
 	items, err := b.store.SlackInboxPending(ctx, inboxBatch)
 	if err != nil {
 		return false, err
 	}
+	retrying := false
 	for _, it := range items {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
@@ -30,8 +40,14 @@ func (b *Bridge) processInbox(ctx context.Context) (bool, error) {
 			return false, ctx.Err() // shutting down: leave it for the next start
 		}
 		if err != nil {
-			b.log.ErrorContext(ctx, "slack: delivery failed", slog.String("key", it.Key), slog.Any("error", err))
+			b.inboxFails[it.ID]++
+			b.log.ErrorContext(ctx, "slack: delivery failed", slog.String("key", it.Key), slog.Int("attempt", b.inboxFails[it.ID]), slog.Any("error", err))
+			if !errors.Is(err, errMalformed) && b.inboxFails[it.ID] < inboxAttempts {
+				retrying = true
+				continue
+			}
 		}
+		delete(b.inboxFails, it.ID)
 		if !done {
 			msg := ""
 			if err != nil {
@@ -45,7 +61,7 @@ func (b *Bridge) processInbox(ctx context.Context) (bool, error) {
 	if len(items) > 0 {
 		wake(b.mirrorWake) // replies and run events may be waiting
 	}
-	return len(items) == inboxBatch, nil
+	return len(items) == inboxBatch && !retrying, nil
 }
 
 // handle processes one delivery; done reports that it already marked the
@@ -55,14 +71,14 @@ func (b *Bridge) handle(ctx context.Context, it *store.SlackInboxItem) (done boo
 	case store.SlackKindEvent:
 		env, err := ParseEnvelope(it.Body)
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("%w: %w", errMalformed, err)
 		}
 		if env.Type != "event_callback" {
 			return false, nil
 		}
 		m, err := ParseMessage(env)
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("%w: %w", errMalformed, err)
 		}
 		if b.botUserID.Load().(string) == "" {
 			for _, a := range env.Authorizations {
@@ -75,11 +91,11 @@ func (b *Bridge) handle(ctx context.Context, it *store.SlackInboxItem) (done boo
 	case store.SlackKindInteraction:
 		in, err := ParseInteraction(it.Body)
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("%w: %w", errMalformed, err)
 		}
 		return false, b.handleInteraction(ctx, it, in)
 	default:
-		return false, fmt.Errorf("unknown delivery kind %q", it.Kind)
+		return false, fmt.Errorf("%w: unknown delivery kind %q", errMalformed, it.Kind)
 	}
 }
 

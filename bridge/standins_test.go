@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -18,6 +19,8 @@ type recordingEngine struct {
 	decides  []bridge.DecideParams
 	stewards map[string]bool
 	open     map[string]string // session → hold
+	// failEnqueue fails that many Enqueue calls first, as a busy store would.
+	failEnqueue int
 }
 
 func newRecordingEngine() *recordingEngine {
@@ -27,6 +30,10 @@ func newRecordingEngine() *recordingEngine {
 func (e *recordingEngine) Enqueue(ctx context.Context, p bridge.EnqueueParams) (string, bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.failEnqueue > 0 {
+		e.failEnqueue--
+		return "", false, errors.New("database is locked")
+	}
 	if p.Command != "/draft-memo" {
 		return "", false, fmt.Errorf("workflow %s: %w", p.Command, store.ErrNotFound)
 	}
@@ -39,14 +46,17 @@ func (e *recordingEngine) Enqueue(ctx context.Context, p bridge.EnqueueParams) (
 	return id, true, nil
 }
 
-func (e *recordingEngine) Decide(ctx context.Context, p bridge.DecideParams) error {
+func (e *recordingEngine) Decide(ctx context.Context, p bridge.DecideParams) (*bridge.DecideResult, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.decides = append(e.decides, p)
 	if !e.stewards[p.SlackUserID] {
-		return fmt.Errorf("decide: %w: %s is not a steward", bridge.ErrForbidden, p.SlackUserID)
+		return nil, fmt.Errorf("decide: %w: %s is not a steward", bridge.ErrForbidden, p.SlackUserID)
 	}
-	return nil
+	if p.Decision == "approve" {
+		return &bridge.DecideResult{Status: store.HoldApproved, Approvals: 1, Required: 1}, nil
+	}
+	return &bridge.DecideResult{Status: store.HoldRejected, Required: 1}, nil
 }
 
 func (e *recordingEngine) OpenHold(ctx context.Context, sessionID string) (string, error) {
