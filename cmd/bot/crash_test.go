@@ -161,7 +161,9 @@ func TestCrashMidRunDispatchesEachItemOnce(t *testing.T) {
 		}
 	})
 	require.Eventually(t, func() bool {
-		var runs struct{ Runs []struct{ Status, Command string } }
+		var runs struct {
+			Runs []struct{ Status, Command string }
+		}
 		if getJSON(t, second.url+"/api/runs?status=succeeded", key, &runs) != http.StatusOK {
 			return false
 		}
