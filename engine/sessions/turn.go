@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -275,7 +276,7 @@ func (s *Service) liveWorkflows(ctx context.Context) ([]map[string]string, error
 	}
 	out := []map[string]string{}
 	for _, w := range ws {
-		if w.Status == "live" && w.Command != "" {
+		if w.Status == workflow.StatusLive && w.Command != "" {
 			out = append(out, map[string]string{"command": w.Command, "summary": w.Summary, "title": w.Title})
 		}
 	}
@@ -395,7 +396,13 @@ func (s *Service) enqueue(ctx context.Context, sessionID, actor string, input ma
 	if s.eng == nil {
 		return map[string]any{"error": "the workflow engine is not running"}
 	}
-	res, err := s.eng.Enqueue(ctx, EnqueueParams{Command: cmd, DedupeKey: dedupe, Payload: map[string]any{"brief": brief},
+	// title names the memo a drafting workflow writes (its prompt's heading),
+	// as the Slack bridge's payload does.
+	payload := map[string]any{"brief": brief}
+	if title := firstLine(brief, 80); title != "" {
+		payload["title"] = title
+	}
+	res, err := s.eng.Enqueue(ctx, EnqueueParams{Command: cmd, DedupeKey: dedupe, Payload: payload,
 		SessionID: sessionID, OwnerUID: actor})
 	if err != nil {
 		return map[string]any{"error": err.Error()}

@@ -1,0 +1,290 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/console/api"
+	"github.com/holdfast-bot/holdfast/console/auth"
+	"github.com/holdfast-bot/holdfast/console/server"
+	"github.com/holdfast-bot/holdfast/engine"
+	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/sqlite"
+)
+
+const internalKey = "internal-test-key"
+
+// engineSetup serves the real router with an engine that is not started:
+// tests drive it one pass at a time through the cron route, so every
+// answer is deterministic.
+func engineSetup(t *testing.T, key string) *testBundle {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "api.db")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	lib := library.New(db, log)
+	require.NoError(t, lib.SeedExamples(ctx))
+	b := &testBundle{db: db, keys: map[string]string{}}
+	for _, role := range []string{store.RoleViewer, store.RoleSteward, store.RoleAdmin} {
+		k, hash := auth.NewAPIKey()
+		_, err := db.APIKeyCreate(ctx, &store.APIKey{Name: role, Role: role, KeyHash: hash})
+		require.NoError(t, err)
+		b.keys[role] = k
+	}
+	eng := engine.New(engine.Config{Workers: 2, DisableScheduler: true}, db, model.NewRegistry("template", model.Config{}), log)
+	b.srv = httptest.NewServer(server.Handler(server.Deps{
+		Store:       db,
+		API:         api.New(api.Deps{Store: db, Library: lib, Log: log, Engine: eng, InternalKey: key}),
+		Metrics:     promhttp.HandlerFor(eng.Registry(), promhttp.HandlerOpts{}),
+		InternalKey: key,
+	}))
+	t.Cleanup(b.srv.Close)
+	return b
+}
+
+func (b *testBundle) cron(t *testing.T, key string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, b.srv.URL+"/api/internal/cron/run-workflows", nil)
+	require.NoError(t, err)
+	if key != "" {
+		req.Header.Set("x-internal-key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	if out != nil {
+		require.NoError(t, jsonDecode(resp.Body, out))
+	}
+	return resp.StatusCode
+}
+
+type enqueueAnswer struct {
+	Enqueued bool
+	Item     struct {
+		ID, WorkflowMemoID, Command, DedupeKey, Status, RunID, SessionID, CreatedAt string
+	}
+}
+
+type errAnswer struct {
+	Error struct{ Code, Message string }
+}
+
+func TestEnqueueRoute(t *testing.T) {
+	t.Parallel()
+	b := engineSetup(t, internalKey)
+	body := map[string]any{"dedupeKey": "k1", "payload": map[string]any{"title": "T", "brief": "b"}}
+
+	var first, again enqueueAnswer
+	require.Equal(t, http.StatusCreated, b.json(t, store.RoleSteward, http.MethodPost, "/api/workflows/draft-memo/enqueue", body, &first))
+	require.True(t, first.Enqueued)
+	require.Equal(t, "/draft-memo", first.Item.Command)
+	require.Equal(t, "pending", first.Item.Status)
+	require.NotEmpty(t, first.Item.SessionID)
+	require.Equal(t, http.StatusOK, b.json(t, store.RoleSteward, http.MethodPost, "/api/workflows/draft-memo/enqueue", body, &again))
+	require.False(t, again.Enqueued)
+	require.Equal(t, first.Item.ID, again.Item.ID)
+
+	var got map[string]any
+	require.Equal(t, http.StatusOK, b.json(t, store.RoleViewer, http.MethodGet, "/api/queue/"+first.Item.ID, nil, &got))
+	require.Equal(t, first.Item.ID, got["id"])
+
+	w, err := b.db.WorkflowGetByCommand(context.Background(), "/weekly-digest")
+	require.NoError(t, err)
+	_, err = b.db.WorkflowStatusSet(context.Background(), w.MemoID, "paused")
+	require.NoError(t, err)
+
+	for _, c := range []struct {
+		name, role, path, ctype, body string
+		want                          int
+	}{
+		{"NoCredentials", "", "/api/workflows/draft-memo/enqueue", "application/json", `{"dedupeKey":"x"}`, http.StatusUnauthorized},
+		{"ViewerMayNotEnqueue", store.RoleViewer, "/api/workflows/draft-memo/enqueue", "application/json", `{"dedupeKey":"x"}`, http.StatusForbidden},
+		{"NotJSON", store.RoleSteward, "/api/workflows/draft-memo/enqueue", "text/plain", `{"dedupeKey":"x"}`, http.StatusUnsupportedMediaType},
+		{"MalformedJSON", store.RoleSteward, "/api/workflows/draft-memo/enqueue", "application/json", `{"dedupeKey":`, http.StatusBadRequest},
+		{"UnknownField", store.RoleSteward, "/api/workflows/draft-memo/enqueue", "application/json", `{"dedupeKey":"x","bogus":1}`, http.StatusBadRequest},
+		{"MissingDedupeKey", store.RoleSteward, "/api/workflows/draft-memo/enqueue", "application/json", `{"payload":{}}`, http.StatusBadRequest},
+		{"UnknownCommand", store.RoleSteward, "/api/workflows/nope/enqueue", "application/json", `{"dedupeKey":"x"}`, http.StatusNotFound},
+		{"NotLive", store.RoleSteward, "/api/workflows/weekly-digest/enqueue", "application/json", `{"dedupeKey":"x"}`, http.StatusConflict},
+		{"UnknownSession", store.RoleSteward, "/api/workflows/draft-memo/enqueue", "application/json", `{"dedupeKey":"y","sessionId":"ses_nope"}`, http.StatusNotFound},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var e errAnswer
+			require.Equal(t, c.want, b.do(t, c.role, http.MethodPost, c.path, c.ctype, strings.NewReader(c.body), &e))
+			require.NotEmpty(t, e.Error.Message)
+		})
+	}
+	var e errAnswer
+	require.Equal(t, http.StatusNotFound, b.json(t, store.RoleViewer, http.MethodGet, "/api/queue/itm_nope", nil, &e))
+	pending, err := b.db.QueueItemCountPending(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, int64(1), pending, "refused enqueues changed nothing")
+}
+
+func TestCronRoute(t *testing.T) {
+	t.Parallel()
+	t.Run("NoKeyConfiguredIsNotFound", func(t *testing.T) {
+		t.Parallel()
+		b := engineSetup(t, "")
+		require.Equal(t, http.StatusNotFound, b.cron(t, "anything", nil))
+	})
+	b := engineSetup(t, internalKey)
+	require.Equal(t, http.StatusUnauthorized, b.cron(t, "", nil))
+	require.Equal(t, http.StatusUnauthorized, b.cron(t, "wrong", nil))
+	var res engine.PassResult
+	require.Equal(t, http.StatusOK, b.cron(t, internalKey, &res))
+	require.Equal(t, engine.PassResult{}, res, "an empty queue does nothing")
+
+	for _, k := range []string{"a", "b"} {
+		require.Equal(t, http.StatusCreated, b.json(t, store.RoleSteward, http.MethodPost, "/api/workflows/summarize-thread/enqueue",
+			map[string]any{"dedupeKey": k, "payload": map[string]any{"brief": "x"}}, nil))
+	}
+	require.Equal(t, http.StatusOK, b.cron(t, internalKey, &res))
+	require.Equal(t, engine.PassResult{Pending: 2, Started: 2, FailedItems: 2}, res, "reply without a Slack thread fails `dispatch`")
+}
+
+type runAnswer struct {
+	ID, ItemID, Command, SessionID, Status, ErrorKind, Error string
+	Steps                                                    []struct {
+		Kind, Status, StartedAt, ErrorKind, Error string
+		DurationMs, TokensIn, TokensOut           int
+	}
+	Guards           []map[string]any
+	Hold             *struct{ ID, Status, GateLabel string }
+	Dispatch         *struct{ MemoID string }
+	RecoveryAttempts int
+	Decisions        []struct{ Outcome, DecidedBy string }
+}
+
+type holdAnswer struct {
+	ID, RunID, Command, GateLabel, Status, Preview, DecidedBy, DecidedVia, Comment string
+	Approvals                                                                      []map[string]any
+	DecidedAt                                                                      *string
+	Decisions                                                                      []struct{ Outcome, Reason string }
+}
+
+func TestRunsAndHoldsRoutes(t *testing.T) {
+	t.Parallel()
+	b := engineSetup(t, internalKey)
+	var enq enqueueAnswer
+	require.Equal(t, http.StatusCreated, b.json(t, store.RoleSteward, http.MethodPost, "/api/workflows/draft-memo/enqueue",
+		map[string]any{"dedupeKey": "k", "payload": map[string]any{"title": "Herons", "brief": "Herons wait."}}, &enq))
+	var res engine.PassResult
+	require.Equal(t, http.StatusOK, b.cron(t, internalKey, &res))
+	require.Equal(t, 1, res.Started)
+
+	var runs struct{ Runs []runAnswer }
+	require.Equal(t, http.StatusOK, b.json(t, store.RoleViewer, http.MethodGet, "/api/runs?status=suspended", nil, &runs))
+	require.Len(t, runs.Runs, 1)
+	run := runs.Runs[0]
+	require.Equal(t, enq.Item.ID, run.ItemID)
+	require.Nil(t, run.Dispatch, "dispatch is null until dispatched")
+	require.Equal(t, http.StatusOK, b.json(t, store.RoleViewer, http.MethodGet, "/api/runs?status=succeeded", nil, &runs))
+	require.Empty(t, runs.Runs)
+	var e errAnswer
+	require.Equal(t, http.StatusBadRequest, b.json(t, store.RoleViewer, http.MethodGet, "/api/runs?status=bogus", nil, &e))
+	require.Equal(t, http.StatusNotFound, b.json(t, store.RoleViewer, http.MethodGet, "/api/runs/run_nope", nil, &e))
+
+	var holds struct{ Holds []holdAnswer }
+	require.Equal(t, http.StatusOK, b.json(t, store.RoleViewer, http.MethodGet, "/api/holds?status=open", nil, &holds))
+	require.Len(t, holds.Holds, 1)
+	h := holds.Holds[0]
+	require.Equal(t, run.ID, h.RunID)
+	require.Equal(t, "/draft-memo", h.Command)
+	require.Equal(t, "Review draft", h.GateLabel)
+	require.Contains(t, h.Preview, "Herons wait.")
+	require.Nil(t, h.DecidedAt)
+	require.Equal(t, http.StatusBadRequest, b.json(t, store.RoleViewer, http.MethodGet, "/api/holds?status=bogus", nil, &e))
+	require.Equal(t, http.StatusNotFound, b.json(t, store.RoleViewer, http.MethodGet, "/api/holds/hld_nope", nil, &e))
+
+	decide := "/api/holds/" + h.ID + "/decision"
+	require.Equal(t, http.StatusBadRequest, b.json(t, store.RoleAdmin, http.MethodPost, decide, map[string]any{"decision": "maybe"}, &e))
+	require.Equal(t, http.StatusUnsupportedMediaType, b.do(t, store.RoleAdmin, http.MethodPost, decide, "text/plain", strings.NewReader(`{"decision":"approve"}`), &e))
+	require.Equal(t, http.StatusForbidden, b.json(t, store.RoleViewer, http.MethodPost, decide, map[string]any{"decision": "approve"}, &e))
+	require.Equal(t, http.StatusForbidden, b.json(t, store.RoleSteward, http.MethodPost, decide, map[string]any{"decision": "approve"}, &e))
+	require.Contains(t, e.Error.Message, "may not approve", "the key that enqueued may not approve its own run")
+	require.Equal(t, http.StatusNotFound, b.json(t, store.RoleAdmin, http.MethodPost, "/api/holds/hld_nope/decision", map[string]any{"decision": "approve"}, &e))
+
+	var decided holdAnswer
+	require.Equal(t, http.StatusOK, b.json(t, store.RoleAdmin, http.MethodPost, decide, map[string]any{"decision": "approve", "comment": "fine"}, &decided))
+	require.Equal(t, "approved", decided.Status)
+	require.Equal(t, "api", decided.DecidedVia)
+	require.Equal(t, "fine", decided.Comment)
+	require.NotNil(t, decided.DecidedAt)
+	require.Equal(t, http.StatusConflict, b.json(t, store.RoleAdmin, http.MethodPost, decide, map[string]any{"decision": "reject"}, &e))
+	require.Contains(t, e.Error.Message, decided.DecidedBy, "the conflict names who decided")
+
+	require.Equal(t, http.StatusOK, b.cron(t, internalKey, &res))
+	require.Equal(t, 1, res.Resumed)
+	var full runAnswer
+	require.Equal(t, http.StatusOK, b.json(t, store.RoleViewer, http.MethodGet, "/api/runs/"+run.ID, nil, &full))
+	require.Equal(t, "succeeded", full.Status)
+	require.NotNil(t, full.Dispatch)
+	require.NotEmpty(t, full.Dispatch.MemoID)
+	require.Len(t, full.Steps, 4)
+	require.Equal(t, "context", full.Steps[0].Kind)
+	require.NotEmpty(t, full.Steps[0].StartedAt)
+	require.NotEmpty(t, full.Guards)
+	require.NotNil(t, full.Hold)
+	require.Equal(t, "approved", full.Hold.Status)
+	require.Len(t, full.Decisions, 4, "every attempt that reached the hold is audited: 2 refused, 1 accepted, 1 conflict")
+
+	var memo store.Memo
+	require.Equal(t, http.StatusOK, b.json(t, store.RoleViewer, http.MethodGet, "/api/memos/"+full.Dispatch.MemoID, nil, &memo))
+	require.Equal(t, "Herons", memo.Title)
+
+	var detail holdAnswer
+	require.Equal(t, http.StatusOK, b.json(t, store.RoleViewer, http.MethodGet, "/api/holds/"+h.ID, nil, &detail))
+	require.Len(t, detail.Decisions, 4)
+	require.Equal(t, "refused", detail.Decisions[0].Outcome)
+}
+
+func TestMetricsRoute(t *testing.T) {
+	t.Parallel()
+	b := engineSetup(t, internalKey)
+	require.Equal(t, http.StatusCreated, b.json(t, store.RoleSteward, http.MethodPost, "/api/workflows/draft-memo/enqueue",
+		map[string]any{"dedupeKey": "k", "payload": map[string]any{"brief": "b"}}, nil))
+	require.Equal(t, http.StatusOK, b.cron(t, internalKey, nil))
+
+	get := func(auth string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, b.srv.URL+"/metrics", nil)
+		require.NoError(t, err)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(raw)
+	}
+	code, _ := get("")
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, text := get("Bearer " + internalKey)
+	require.Equal(t, http.StatusOK, code)
+	for _, want := range []string{
+		`holdfast_queue_items{status="claimed"} 1`,
+		`holdfast_runs{status="suspended"} 1`,
+		`holdfast_holds_open 1`,
+		`holdfast_step_duration_seconds_bucket{kind="process"`,
+		`holdfast_run_recoveries_total 0`,
+	} {
+		require.Contains(t, text, want)
+	}
+}
+
+func jsonDecode(r io.Reader, out any) error { return json.NewDecoder(r).Decode(out) }

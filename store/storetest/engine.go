@@ -1,0 +1,225 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// runEngine is the engine's part of the suite: the queue, runs and holds.
+func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
+	ctx := context.Background()
+
+	workflow := func(t *testing.T, s store.Store) string {
+		t.Helper()
+		m, err := s.MemoCreate(ctx, &store.MemoCreateParams{Title: "W", Body: "w", MemoType: store.MemoTypeWorkflow,
+			Workflow: &store.WorkflowIndex{Command: "/w", Status: "live"}})
+		require.NoError(t, err)
+		return m.ID
+	}
+	enqueue := func(t *testing.T, s store.Store, wf, key string) *store.QueueItem {
+		t.Helper()
+		it, created, err := s.QueueItemInsert(ctx, &store.QueueItemInsertParams{ID: store.NewID("itm"), WorkflowMemoID: wf,
+			Command: "/w", DedupeKey: key, Payload: map[string]any{"k": key},
+			NewSession: &store.SessionCreateParams{Origin: store.OriginWorkflow, Policy: "auto"}})
+		require.NoError(t, err)
+		require.True(t, created)
+		return it
+	}
+	claimOne := func(t *testing.T, s store.Store, runner string) *store.Run {
+		t.Helper()
+		runs, err := s.QueueItemClaim(ctx, &store.QueueItemClaimParams{RunnerID: runner, Limit: 1})
+		require.NoError(t, err)
+		require.Len(t, runs, 1)
+		return runs[0]
+	}
+
+	t.Run("QueueInsertIsIdempotent", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		wf := workflow(t, s)
+		it := enqueue(t, s, wf, "k")
+		require.Equal(t, store.ItemPending, it.Status)
+		require.NotEmpty(t, it.SessionID)
+		ses, err := s.SessionGetByTag(ctx, "workflow:"+it.ID)
+		require.NoError(t, err, "the minted session is tagged with the item")
+		require.Equal(t, it.SessionID, ses.ID)
+
+		again, created, err := s.QueueItemInsert(ctx, &store.QueueItemInsertParams{ID: store.NewID("itm"), WorkflowMemoID: wf,
+			Command: "/w", DedupeKey: "k", NewSession: &store.SessionCreateParams{Origin: store.OriginWorkflow}})
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, it.ID, again.ID)
+		n, err := s.QueueItemCountPending(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
+		_, err = s.QueueItemGetByID(ctx, "itm_missing")
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+
+	t.Run("ConcurrentClaimsNeverOverlap", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		wf := workflow(t, s)
+		const n = 60
+		for i := range n {
+			enqueue(t, s, wf, fmt.Sprint(i))
+		}
+		var (
+			mu   sync.Mutex
+			seen = map[string]int{}
+			wg   sync.WaitGroup
+		)
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					runs, err := s.QueueItemClaim(ctx, &store.QueueItemClaimParams{RunnerID: fmt.Sprint(w), Limit: 3})
+					require.NoError(t, err)
+					if len(runs) == 0 {
+						return
+					}
+					mu.Lock()
+					for _, r := range runs {
+						seen[r.ItemID]++
+						require.Equal(t, store.RunIDForItem(r.ItemID), r.ID)
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		require.Len(t, seen, n)
+		for id, c := range seen {
+			require.Equal(t, 1, c, "item %s claimed twice", id)
+		}
+		counts, err := s.QueueItemCountByStatus(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(n), counts[store.ItemClaimed])
+		require.Zero(t, counts[store.ItemPending])
+	})
+
+	t.Run("RunWritesAreFencedAndDispatchIsAtomic", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		wf := workflow(t, s)
+		it := enqueue(t, s, wf, "k")
+		r := claimOne(t, s, "a")
+		err := s.RunCheckpoint(ctx, &store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease + 1})
+		require.ErrorIs(t, err, store.ErrLeaseLost)
+		require.NoError(t, s.RunCheckpoint(ctx, &store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease,
+			Manifest: json.RawMessage(`{"title":"W"}`), Steps: []store.RunStep{{Kind: "context", Status: "succeeded"}},
+			Events: []store.EventAppendParams{{Type: "run_step", Actor: "engine"}}}))
+
+		stub, err := s.MemoCreate(ctx, &store.MemoCreateParams{Title: "Stub", Body: "stub"})
+		require.NoError(t, err)
+		body := "new"
+		_, err = s.RunSettle(ctx, &store.RunSettleParams{RunID: r.ID, Lease: r.Lease, Status: store.RunSucceeded,
+			Dispatch: &store.DispatchParams{Update: &store.MemoUpdateParams{ID: stub.ID, ExpectedVersion: 7, Body: &body}}})
+		require.ErrorIs(t, err, store.ErrConflict, "a stale stub version refuses the dispatch")
+		got, err := s.RunGetByID(ctx, r.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.RunRunning, got.Status, "and nothing of the settle is written")
+
+		settled, err := s.RunSettle(ctx, &store.RunSettleParams{RunID: r.ID, Lease: r.Lease, Status: store.RunSucceeded,
+			Dispatch: &store.DispatchParams{Create: &store.MemoCreateParams{Title: "Out", Body: "out", Unlisted: true}},
+			Events: func(r *store.Run, m *store.Memo) []store.EventAppendParams {
+				return []store.EventAppendParams{{Type: "memo_dispatched", Actor: "engine", Payload: map[string]any{"memoId": m.ID}}}
+			}})
+		require.NoError(t, err)
+		m, err := s.MemoGetByID(ctx, settled.DispatchMemoID)
+		require.NoError(t, err)
+		require.Equal(t, "Out", m.Title)
+		_, err = s.RunSettle(ctx, &store.RunSettleParams{RunID: r.ID, Lease: r.Lease, Status: store.RunSucceeded,
+			Dispatch: &store.DispatchParams{Create: &store.MemoCreateParams{Title: "Twice", Body: "x"}}})
+		require.ErrorIs(t, err, store.ErrLeaseLost, "a run settles once")
+		got, err = s.RunGetByID(ctx, r.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.RunSucceeded, got.Status)
+		require.Equal(t, `{"title":"W"}`, string(got.Manifest))
+		item, err := s.QueueItemGetByID(ctx, it.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.ItemDone, item.Status)
+		require.NotNil(t, item.SettledAt)
+		ses, err := s.SessionGetByID(ctx, it.SessionID)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), ses.EventCount)
+	})
+
+	t.Run("HoldNeedsDistinctApprovalsAndIsDecidedOnce", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		wf := workflow(t, s)
+		enqueue(t, s, wf, "k")
+		r := claimOne(t, s, "a")
+		h, err := s.RunSuspend(ctx, &store.RunSuspendParams{RunCheckpointParams: store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease},
+			Hold: &store.Hold{ID: store.HoldIDForRun(r.ID), Command: "/w", GateLabel: "Check", Output: "out", RequiredApprovals: 2}})
+		require.NoError(t, err)
+		require.Equal(t, store.HoldOpen, h.Status)
+		open, err := s.HoldCountOpen(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), open)
+
+		h, err = s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Decision: "approve", DecidedBy: "ada", DeciderKey: "u1", Via: "console"})
+		require.NoError(t, err)
+		require.Equal(t, store.HoldOpen, h.Status)
+		_, err = s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Decision: "approve", DecidedBy: "ada", DeciderKey: "u1", Via: "api"})
+		require.ErrorIs(t, err, store.ErrConflict)
+		resumable, err := s.RunResumeApproved(ctx, &store.RunAcquireParams{RunnerID: "b", Limit: 5})
+		require.NoError(t, err)
+		require.Empty(t, resumable, "one approval of two resumes nothing")
+
+		edited := "edited"
+		h, err = s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Decision: "approve", DecidedBy: "bob", DeciderKey: "u2", Via: "slack", Output: &edited})
+		require.NoError(t, err)
+		require.Equal(t, store.HoldApproved, h.Status)
+		require.Equal(t, "bob", h.DecidedBy)
+		require.Len(t, h.Approvals, 2)
+		_, err = s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Decision: "reject", DecidedBy: "cy", DeciderKey: "u3", Via: "console"})
+		require.ErrorIs(t, err, store.ErrConflict)
+		require.Contains(t, err.Error(), "bob")
+
+		resumable, err = s.RunResumeApproved(ctx, &store.RunAcquireParams{RunnerID: "b", Limit: 5})
+		require.NoError(t, err)
+		require.Len(t, resumable, 1)
+		require.Equal(t, "approved", resumable[0].Decision)
+		require.Equal(t, "edited", *resumable[0].DecidedOutput)
+		require.Greater(t, resumable[0].Lease, r.Lease)
+		audit, err := s.HoldDecisionList(ctx, h.ID)
+		require.NoError(t, err)
+		require.Len(t, audit, 4)
+	})
+
+	t.Run("RecoveryIsBounded", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		wf := workflow(t, s)
+		enqueue(t, s, wf, "k")
+		r := claimOne(t, s, "dead")
+		later := time.Now().Add(time.Hour)
+		rec, ex, err := s.RunRecoverStuck(ctx, &store.RunRecoverParams{RunnerID: "b", StaleBefore: time.Now().Add(-time.Hour), MaxAttempts: 1, Limit: 5})
+		require.NoError(t, err)
+		require.Empty(t, rec)
+		require.Empty(t, ex)
+		rec, _, err = s.RunRecoverStuck(ctx, &store.RunRecoverParams{RunnerID: "b", StaleBefore: later, MaxAttempts: 1, Limit: 5})
+		require.NoError(t, err)
+		require.Len(t, rec, 1)
+		require.Equal(t, 1, rec[0].RecoveryAttempts)
+		require.ErrorIs(t, s.RunHeartbeat(ctx, r.ID, r.Lease, time.Now()), store.ErrLeaseLost, "the old lease is fenced off")
+		_, ex, err = s.RunRecoverStuck(ctx, &store.RunRecoverParams{RunnerID: "c", StaleBefore: later, MaxAttempts: 1, Limit: 5})
+		require.NoError(t, err)
+		require.Len(t, ex, 1)
+		require.Equal(t, store.RunRecoveryExhausted, ex[0].Status)
+		counts, err := s.RunCountByStatus(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), counts[store.RunRecoveryExhausted])
+	})
+}
