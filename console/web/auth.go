@@ -112,6 +112,11 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
+			// A live part polling after the sign-in expired sends the whole
+			// page to the sign-in form instead of failing every second.
+			if r.Header.Get("HX-Request") != "" {
+				w.Header().Set("HX-Redirect", "/login")
+			}
 			http.Error(w, "sign in first", http.StatusUnauthorized)
 			return
 		}

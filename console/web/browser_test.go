@@ -263,6 +263,20 @@ func TestBrowserStewardFlow(t *testing.T) {
 	b.eventually(`document.getElementById('transcript').innerText.includes('Can we add a rollback step?')`, "the new message appears without a reload")
 	b.screenshot("session-slack")
 
+	// A console session: start one, write to it, the reply arrives live.
+	b.open("/sessions", "#sessions")
+	b.do(
+		chromedp.SendKeys(chromedp.ID("new-title"), "Browser chat"),
+		chromedp.Click(chromedp.CSS(`form[action="/sessions"] button`)),
+		chromedp.WaitVisible(chromedp.ID("message")),
+		chromedp.SendKeys(chromedp.ID("message"), "What can you do?"),
+		chromedp.Click(chromedp.CSS(`form.composer button`)),
+		chromedp.WaitVisible(chromedp.ID("transcript")),
+	)
+	b.eventually(`document.querySelectorAll('#transcript .event[data-type="assistant_message"]').length === 1`, "the reply arrives")
+	require.Contains(t, b.text("#transcript"), "What can you do?")
+	b.screenshot("session-user")
+
 	// The workflow session shows the run and its hold card inline.
 	b.open("/sessions/"+item.SessionID, "#transcript")
 	require.Equal(t, 1, b.count(`.event[data-type="hold_opened"] .holdcard`))

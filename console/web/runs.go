@@ -137,6 +137,9 @@ func (c *Console) runShow(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Dispatch = append(v.Dispatch, templates.Link{Label: label, URL: memoURL(run.DispatchMemoID)})
 	}
+	if run.Status == store.RunSucceeded && m.Policy.Destination == workflow.DestinationReply && run.SessionID != "" {
+		v.Dispatch = append(v.Dispatch, templates.Link{Label: "Reply in the session", URL: sessionURL(run.SessionID)})
+	}
 	// A moving run refreshes itself; a settled one, or one waiting on an
 	// open hold (whose form a steward may be typing into), does not.
 	if !run.Settled() && !holdOpen {

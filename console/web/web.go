@@ -66,7 +66,7 @@ func (c *Console) secureCookies(r *http.Request) bool {
 // Handler returns the console's router; the server mounts it at /.
 func (c *Console) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(securityHeaders)
+	r.Use(c.securityHeaders)
 	r.Handle(static.Prefix+"*", static.Handler())
 	r.Get("/favicon.ico", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, static.URL("favicon.svg"), http.StatusMovedPermanently)
@@ -111,9 +111,12 @@ func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
 // securityHeaders sets the headers every console response carries. The CSP
 // allows no inline script or style at all, so no nonce is needed: every
 // script is a same-origin file and every hook a data- attribute.
-func securityHeaders(next http.Handler) http.Handler {
+func (c *Console) securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
+		if c.secureCookies(r) {
+			h.Set("Strict-Transport-Security", "max-age=31536000")
+		}
 		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: https:; "+
 			"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Frame-Options", "DENY")
