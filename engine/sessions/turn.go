@@ -32,7 +32,10 @@ type terminated struct{ by string }
 
 func (e terminated) Error() string { return "terminated by " + e.by }
 
-var errShutdown = errors.New("cancelled: the server shut down")
+var (
+	errShutdown    = errors.New("cancelled: the server shut down")
+	errTurnTimeout = errors.New("the reply took too long")
+)
 
 // Turn statuses' done reason on success.
 const doneCompleted = "completed"
@@ -129,7 +132,12 @@ func (s *Service) Message(ctx context.Context, id, text, actor string, backgroun
 	run := func() *store.Event {
 		defer s.release(id, t)
 		defer cancel(nil)
-		reply, err := s.runTurn(tctx, ses, t, text, actor, evs[0])
+		rctx, rcancel := context.WithTimeoutCause(tctx, s.cfg.TurnTimeout, errTurnTimeout)
+		reply, err := s.runTurn(rctx, ses, t, text, actor, evs[0])
+		if err != nil && tctx.Err() == nil && errors.Is(context.Cause(rctx), errTurnTimeout) {
+			err = fmt.Errorf("%w (over %s)", errTurnTimeout, s.cfg.TurnTimeout)
+		}
+		rcancel()
 		return s.settle(tctx, log, id, t, reply, err)
 	}
 	if background {
