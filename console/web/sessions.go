@@ -287,6 +287,9 @@ func (c *Console) sessionShow(w http.ResponseWriter, r *http.Request) {
 	for _, e := range evs {
 		v.Events = append(v.Events, c.eventView(ctx, e, names, canAct, page.CSRF))
 	}
+	if s.EventCount > int64(len(evs)) {
+		v.Older = fmt.Sprintf("Showing the latest %d of %d events.", len(evs), s.EventCount)
+	}
 	v.Poll = pollView(s.ID, evs)
 	c.render(w, r, http.StatusOK, templates.SessionPage(v))
 }
