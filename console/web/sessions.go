@@ -281,7 +281,7 @@ func (c *Console) sessionShow(w http.ResponseWriter, r *http.Request) {
 	case s.Origin == store.OriginChannel:
 		v.MessageHint = "This conversation lives in " + badge(s) + "; reply in its thread."
 	default:
-		v.MessageHint = "Only console sessions take messages here; fork this one to continue it as your own."
+		v.MessageHint = "Only console sessions take messages here; this " + s.Origin + " session is driven by its " + s.Origin + "."
 	}
 	names := c.userNames(ctx)
 	for _, e := range evs {
