@@ -150,8 +150,24 @@ func TestAllowBots(t *testing.T) {
 	own := mention("C1", fakeslack.BotUserID, tb.ts(), ts, "help")
 	own["bot_id"] = fakeslack.BotID
 	tb.event(t, "EvA2", own)
+	ownPost := message("C1", "", tb.ts(), ts, "Holdfast says hi")
+	ownPost["bot_id"], ownPost["subtype"] = fakeslack.BotID, "bot_message"
+	tb.event(t, "EvA3", ownPost)
 	tb.inboxDrained(t)
 	require.Len(t, tb.posts("C1", ts), 1, "never its own messages")
+
+	// Another bot's post in the thread joins the transcript.
+	botPost := message("C1", "", tb.ts(), ts, "deploy finished")
+	botPost["bot_id"], botPost["subtype"] = "BOTHER", "bot_message"
+	tb.event(t, "EvA4", botPost)
+	tb.inboxDrained(t)
+	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:C1:"+ts)
+	require.NoError(t, err)
+	evs, err := tb.sessions.Events(tb.ctx, ses.ID, time.Time{}, 100)
+	require.NoError(t, err)
+	last := evs[len(evs)-1]
+	require.Equal(t, "user_message", last.Type)
+	require.Equal(t, "slack:BOTHER", last.Actor)
 }
 
 func TestEnqueueOnceAcrossRedeliveries(t *testing.T) {

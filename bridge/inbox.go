@@ -99,9 +99,10 @@ func (b *Bridge) handle(ctx context.Context, it *store.SlackInboxItem) (done boo
 	}
 }
 
-// ignoredSubtypes are message subtypes that carry no new user text.
+// relevantSubtype reports whether a message subtype carries new text from
+// someone (edits, deletions, joins and the like do not).
 func relevantSubtype(st string) bool {
-	return st == "" || st == "thread_broadcast" || st == "file_share"
+	return st == "" || st == "thread_broadcast" || st == "file_share" || st == "bot_message"
 }
 
 func (b *Bridge) handleMessage(ctx context.Context, it *store.SlackInboxItem, m *Message) (bool, error) {
@@ -112,8 +113,13 @@ func (b *Bridge) handleMessage(ctx context.Context, it *store.SlackInboxItem, m 
 	if m.User != "" && m.User == botUser || m.BotID != "" && m.BotID == b.botID.Load().(string) {
 		return false, nil // our own post
 	}
-	if (m.BotID != "" || m.User == "") && !b.cfg.AllowBots {
-		return false, nil
+	if m.BotID != "" || m.User == "" {
+		if !b.cfg.AllowBots || m.BotID == "" {
+			return false, nil // other bots only when configured
+		}
+		if m.User == "" {
+			m.User = m.BotID
+		}
 	}
 	log := b.log.With(slog.String("channel", m.Channel), slog.String("ts", m.TS), slog.String("user", m.User))
 	switch {

@@ -1,6 +1,7 @@
 package bridge_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -218,4 +219,39 @@ func (tb *testBundle) addOutbox(m *store.SlackOutboxAddParams) error {
 	_, err := tb.store.SlackOutboxAdd(tb.ctx, []*store.SlackOutboxAddParams{m})
 	tb.bridge.Wake()
 	return err
+}
+
+// TestOutboxSurvivesRestart: writes queued while Slack is down stay in the
+// store across a restart and are delivered, once, by the next process.
+func TestOutboxSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	o := standIns()
+	o.noStart = true
+	tb := setup(t, o)
+	tb.slack.FailNext(1000, http.StatusServiceUnavailable, 0)
+	ses, err := tb.store.SessionCreate(tb.ctx, &store.SessionCreateParams{Origin: store.OriginChannel, Platform: "slack",
+		Tags: []string{"slack:CR:1.000001"}, Policy: "auto"})
+	require.NoError(t, err)
+	for i := range 3 {
+		tb.appendEvent(t, ses.ID, "assistant_message", map[string]any{"text": fmt.Sprintf("reply %d", i)})
+	}
+
+	first := bridge.New(bridge.Config{Tick: 20 * time.Millisecond, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond},
+		tb.store, apiFor(tb), newRecordingEngine(), bridge.SessionsService(tb.sessions), discard())
+	ctx, cancel := context.WithCancel(tb.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = first.Start(ctx) }()
+	require.Eventually(t, func() bool { return len(tb.slack.Calls("chat.postMessage")) >= 3 }, 10*time.Second, 5*time.Millisecond)
+	cancel() // the process dies while Slack is down
+	<-done
+	require.Empty(t, tb.slack.Delivered("chat.postMessage"))
+
+	tb.slack.Recover()
+	second := bridge.New(bridge.Config{Tick: 20 * time.Millisecond}, tb.store, apiFor(tb), newRecordingEngine(),
+		bridge.SessionsService(tb.sessions), discard())
+	runBridge(t, tb, second)
+	require.Eventually(t, func() bool { return len(tb.posts("CR", "1.000001")) == 3 }, 10*time.Second, 5*time.Millisecond)
+	for i, p := range tb.posts("CR", "1.000001") {
+		require.Equal(t, fmt.Sprintf("reply %d", i), p.Form["text"])
+	}
 }

@@ -140,6 +140,14 @@ func TestSessionRoutes(t *testing.T) {
 	b.mustDo(t, call{method: "POST", path: "/api/sessions", body: `{"title": 3}`}, 400)
 	b.mustDo(t, call{method: "POST", path: "/api/sessions", body: map[string]any{"origin": "channel"}}, 400)
 	b.mustDo(t, call{method: "POST", path: "/api/sessions", body: map[string]any{}, key: b.viewer}, 403)
+	req, err := http.NewRequest("POST", b.srv.URL+"/api/sessions", bytes.NewBufferString(`{"title":"x"}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+b.steward)
+	req.Header.Set("Content-Type", "text/plain")
+	res, err := b.srv.Client().Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusUnsupportedMediaType, res.StatusCode)
 
 	got := b.mustDo(t, call{method: "GET", path: "/api/sessions/resolve?tag=project:otters", key: b.viewer}, 200)
 	require.Equal(t, id, got["id"])
@@ -221,7 +229,7 @@ func TestSessionRoutes(t *testing.T) {
 	b.mustDo(t, call{method: "POST", path: "/api/sessions/" + id + "/unarchive"}, 200)
 	b.mustDo(t, call{method: "POST", path: "/api/sessions/ses_missing/archive"}, 404)
 
-	_, err := b.svc.GetByID(ctx, id)
+	_, err = b.svc.GetByID(ctx, id)
 	require.NoError(t, err)
 }
 

@@ -163,3 +163,19 @@ func TestCompact(t *testing.T) {
 		}
 	})
 }
+
+func TestTurnTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cs, _, _ := blockingServer(t)
+	b := setup(t, setupOpts{modelSpec: "openai:gpt-test", openaiURL: cs.URL, client: cs.Client(), timeout: 50 * time.Millisecond})
+	ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
+	require.NoError(t, err)
+	res, err := b.svc.Message(ctx, ses.ID, "never answered", "user:u", false)
+	require.NoError(t, err)
+	require.Contains(t, res.Reply.Payload["text"], "the reply took too long (over 50ms)")
+	got, err := b.svc.GetByID(ctx, ses.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.SessionFailed, got.Status)
+	require.Empty(t, got.ActiveRunID)
+}

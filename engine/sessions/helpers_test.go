@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -32,6 +33,7 @@ type setupOpts struct {
 	openaiURL string
 	client    *http.Client
 	noEngine  bool
+	timeout   time.Duration
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -47,7 +49,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if o.noEngine {
 		eng = nil
 	}
-	b.svc = sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: reg, DefaultModel: o.modelSpec}, eng,
+	b.svc = sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: reg, DefaultModel: o.modelSpec, TurnTimeout: o.timeout}, eng,
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(func() {
 		b.svc.Close()

@@ -65,6 +65,9 @@ type Config struct {
 	MaxToolRounds int
 	// Retries of transient model errors per call (default 2).
 	Retries int
+	// TurnTimeout bounds one chat turn (default 5m), so a model that never
+	// answers cannot leave a session running until someone terminates it.
+	TurnTimeout time.Duration
 }
 
 // Service is the session runtime.
@@ -88,6 +91,9 @@ func New(st store.Store, cfg Config, eng Engine, log *slog.Logger) *Service {
 	}
 	if cfg.Retries <= 0 {
 		cfg.Retries = 2
+	}
+	if cfg.TurnTimeout <= 0 {
+		cfg.TurnTimeout = 5 * time.Minute
 	}
 	if cfg.Models == nil {
 		cfg.Models = model.NewRegistry("template", model.Config{})

@@ -32,10 +32,28 @@ type terminated struct{ by string }
 
 func (e terminated) Error() string { return "terminated by " + e.by }
 
-var errShutdown = errors.New("cancelled: the server shut down")
+var (
+	errShutdown    = errors.New("cancelled: the server shut down")
+	errTurnTimeout = errors.New("the reply took too long")
+)
 
 // Turn statuses' done reason on success.
 const doneCompleted = "completed"
+
+// Recover settles chat turns a previous process left running (it crashed or
+// was killed mid-turn), so no session shows "running" forever. Call it once
+// at start, before serving. With several replicas it would need to know
+// which turns were its own; Holdfast runs one process per database today.
+func (s *Service) Recover(ctx context.Context) error {
+	n, err := s.st.SessionTurnsInterrupt(ctx, "interrupted: the server restarted during the reply")
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		s.log.InfoContext(ctx, "settled chat turns interrupted by a restart", slog.Int64("sessions", n))
+	}
+	return nil
+}
 
 // MessageResult answers Message. For a core command sent as a message only
 // Command is set.
@@ -129,7 +147,12 @@ func (s *Service) Message(ctx context.Context, id, text, actor string, backgroun
 	run := func() *store.Event {
 		defer s.release(id, t)
 		defer cancel(nil)
-		reply, err := s.runTurn(tctx, ses, t, text, actor, evs[0])
+		rctx, rcancel := context.WithTimeoutCause(tctx, s.cfg.TurnTimeout, errTurnTimeout)
+		reply, err := s.runTurn(rctx, ses, t, text, actor, evs[0])
+		if err != nil && tctx.Err() == nil && errors.Is(context.Cause(rctx), errTurnTimeout) {
+			err = fmt.Errorf("%w (over %s)", errTurnTimeout, s.cfg.TurnTimeout)
+		}
+		rcancel()
 		return s.settle(tctx, log, id, t, reply, err)
 	}
 	if background {

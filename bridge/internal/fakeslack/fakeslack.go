@@ -98,6 +98,13 @@ func (s *Server) FailNext(n, status, retryAfter int) {
 	}
 }
 
+// Recover drops any failures still queued by FailNext.
+func (s *Server) Recover() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures = nil
+}
+
 // Calls returns the recorded calls of method ("" for all), in order.
 func (s *Server) Calls(method string) []Call {
 	s.mu.Lock()

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/engine/fakellm"
+	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/sqlite"
+)
+
+const crashWorkflow = `# Crash drafts
+
+## Trigger
+- **Command** ¦/crash-draft¦
+- **Status** ¦live¦
+- **Summary** Drafts through an OpenAI-compatible model
+
+## Load Contract
+- **Search** zqxnothing
+
+## Steps
+1. **Context** Search the library.
+2. **Process** Draft.
+   ¦¦¦prompt
+   # {{.Payload.title}}
+
+   {{.Payload.brief}}
+   ¦¦¦
+3. **Guard** Not empty.
+4. **Output** Dispatch as a memo.
+
+## Policy
+- **Approval** ¦auto¦
+- **Destination** ¦memo¦
+- **Model** ¦openai:crash-model¦
+- **Timeout** ¦2m¦
+`
+
+// proc is a running `bot serve` process.
+type proc struct {
+	cmd  *exec.Cmd
+	url  string
+	done chan error
+}
+
+func startProc(t *testing.T, bin string, env []string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
+	cmd.Env = env
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	p := &proc{cmd: cmd, done: make(chan error, 1)}
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := listenRe.FindStringSubmatch(sc.Text()); m != nil {
+				urls <- m[1]
+			}
+		}
+	}()
+	go func() { p.done <- cmd.Wait() }()
+	select {
+	case p.url = <-urls:
+	case err := <-p.done:
+		t.Fatalf("serve exited early: %v\n%s", err, stderr.String())
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("serve did not start")
+	}
+	return p
+}
+
+func postJSON(t *testing.T, url, key string, in any) int {
+	t.Helper()
+	raw, err := json.Marshal(in)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(raw))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestCrashMidRunDispatchesEachItemOnce is SPEC §8's crash rule with the real
+// binary: kill -9 while runs wait on the model, restart, and every item ends
+// in exactly one settled run with exactly one memo.
+func TestCrashMidRunDispatchesEachItemOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bot")
+	build := exec.Command("go", "build", "-tags", "sqlite_fts5", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+
+	llm := fakellm.New(true) // every call blocks until Unblock
+	t.Cleanup(llm.Close)
+	db := filepath.Join(dir, "holdfast.db")
+	env := append(os.Environ(), "HOLDFAST_DB="+db, "HOLDFAST_STUCK_RUN=2s", "HOLDFAST_ADMIN_PASSWORD=crash-test-pw",
+		"OPENAI_BASE_URL="+llm.URL, "OPENAI_API_KEY=sk-test", "HOLDFAST_WORKERS=4")
+
+	wf := filepath.Join(dir, "crash.md")
+	require.NoError(t, os.WriteFile(wf, []byte(strings.ReplaceAll(crashWorkflow, "¦", "`")), 0o644))
+	cli := func(args ...string) string {
+		c := exec.Command(bin, args...)
+		c.Env = env
+		out, err := c.CombinedOutput()
+		require.NoError(t, err, string(out))
+		return string(out)
+	}
+	require.NotContains(t, cli("workflow", "import", wf), "crash.md:", "the workflow compiles")
+	lines := strings.Split(strings.TrimSpace(cli("apikey", "create", "--name", "crash", "--role", "admin")), "\n")
+	key := lines[len(lines)-1]
+
+	first := startProc(t, bin, env)
+	const n = 20
+	for i := range n {
+		require.Equal(t, http.StatusCreated, postJSON(t, first.url+"/api/workflows/crash-draft/enqueue", key, map[string]any{
+			"dedupeKey": fmt.Sprint("crash-", i),
+			"payload":   map[string]any{"title": fmt.Sprint("Crash ", i), "brief": fmt.Sprintf("zqxcrash%d body", i)},
+		}))
+	}
+	// Wait until every worker is inside a model call, then pull the plug.
+	require.Eventually(t, func() bool { return llm.Calls() >= 4 }, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, first.cmd.Process.Kill())
+	<-first.done
+
+	llm.Unblock()
+	second := startProc(t, bin, env)
+	t.Cleanup(func() {
+		_ = second.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-second.done:
+		case <-time.After(20 * time.Second):
+			_ = second.cmd.Process.Kill()
+		}
+	})
+	require.Eventually(t, func() bool {
+		var runs struct {
+			Runs []struct{ Status, Command string }
+		}
+		if getJSON(t, second.url+"/api/runs?status=succeeded", key, &runs) != http.StatusOK {
+			return false
+		}
+		done := 0
+		for _, r := range runs.Runs {
+			if r.Command == "/crash-draft" {
+				done++
+			}
+		}
+		return done == n
+	}, 90*time.Second, 100*time.Millisecond, "every item's run settles after recovery")
+
+	// Graceful stop, then audit the database itself.
+	require.NoError(t, second.cmd.Process.Signal(os.Interrupt))
+	select {
+	case err := <-second.done:
+		require.NoError(t, err, "serve shuts down cleanly, waiting for its workers")
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, sqlite.Config{Path: db})
+	require.NoError(t, err)
+	defer s.Close()
+	runs, err := s.RunList(ctx, &store.RunListParams{Limit: 500})
+	require.NoError(t, err)
+	perItem := map[string]int{}
+	recovered := 0
+	for _, r := range runs {
+		if r.Command != "/crash-draft" {
+			continue
+		}
+		perItem[r.ItemID]++
+		require.Equal(t, store.RunSucceeded, r.Status, r.Error)
+		require.NotEmpty(t, r.DispatchMemoID)
+		recovered += min(r.RecoveryAttempts, 1)
+		item, err := s.QueueItemGetByID(ctx, r.ItemID)
+		require.NoError(t, err)
+		require.Equal(t, store.ItemDone, item.Status)
+	}
+	require.Len(t, perItem, n)
+	for id, c := range perItem {
+		require.Equal(t, 1, c, "item %s has one run", id)
+	}
+	require.Positive(t, recovered, "runs interrupted by the kill were recovered")
+	for i := range n {
+		ms, err := s.MemoSearch(ctx, &store.MemoSearchParams{Query: fmt.Sprintf("zqxcrash%d", i), IncludeUnlisted: true})
+		require.NoError(t, err)
+		require.Len(t, ms, 1, "item %d dispatched exactly one memo", i)
+		require.Equal(t, fmt.Sprint("Crash ", i), ms[0].Title)
+	}
+}
