@@ -274,6 +274,10 @@ type SessionStore interface {
 	SessionUpdate(ctx context.Context, p *SessionUpdateParams) (*Session, []*Event, error)
 	// SessionTouch counts a request made under the session.
 	SessionTouch(ctx context.Context, p *SessionTouchParams) error
+	// SessionTurnsInterrupt settles every session whose active run is a
+	// chat turn (id prefix "turn_") as failed with reason: turns live in one
+	// process, so at its start any such run is one that process lost.
+	SessionTurnsInterrupt(ctx context.Context, reason string) (int64, error)
 	// SessionOpenHoldCounts answers open holds per session id in one query
 	// (ids without open holds are absent).
 	SessionOpenHoldCounts(ctx context.Context, ids []string) (map[string]int64, error)

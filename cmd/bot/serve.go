@@ -76,6 +76,9 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 
 	sess := sessions.New(db, sessions.Config{DefaultPolicy: c.DefaultPolicy, Models: models, DefaultModel: c.Model}, sessionsEngine{eng}, log)
 	defer sess.Close() // before db.Close: background turns settle first
+	if err := sess.Recover(ctx); err != nil {
+		return err
+	}
 
 	slackHandler, stopSlack, err := startSlack(ctx, c, db, eng, sess, log)
 	if err != nil {

@@ -416,3 +416,23 @@ func TestMessageAfterTurnFinishedIsAccepted(t *testing.T) {
 	}
 	require.Len(t, b.events(t, ses.ID), 40)
 }
+
+func TestRecoverSettlesTurnsLostInARestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{})
+	ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
+	require.NoError(t, err)
+	turn, running := "turn_lost", store.SessionRunning
+	_, _, err = b.db.SessionUpdate(ctx, &store.SessionUpdateParams{ID: ses.ID, ActiveRunID: &turn, Status: &running})
+	require.NoError(t, err)
+
+	require.NoError(t, b.svc.Recover(ctx))
+	got, err := b.svc.GetByID(ctx, ses.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.SessionFailed, got.Status)
+	require.Contains(t, got.DoneReason, "restarted")
+	require.Empty(t, got.ActiveRunID)
+	_, err = b.svc.Message(ctx, ses.ID, "still there?", "user:u", false)
+	require.NoError(t, err)
+}

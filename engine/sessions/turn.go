@@ -40,6 +40,21 @@ var (
 // Turn statuses' done reason on success.
 const doneCompleted = "completed"
 
+// Recover settles chat turns a previous process left running (it crashed or
+// was killed mid-turn), so no session shows "running" forever. Call it once
+// at start, before serving. With several replicas it would need to know
+// which turns were its own; Holdfast runs one process per database today.
+func (s *Service) Recover(ctx context.Context) error {
+	n, err := s.st.SessionTurnsInterrupt(ctx, "interrupted: the server restarted during the reply")
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		s.log.InfoContext(ctx, "settled chat turns interrupted by a restart", slog.Int64("sessions", n))
+	}
+	return nil
+}
+
 // MessageResult answers Message. For a core command sent as a message only
 // Command is set.
 type MessageResult struct {

@@ -344,6 +344,25 @@ func (db *DB) SessionTouch(ctx context.Context, p *store.SessionTouchParams) err
 	})
 }
 
+// SessionTurnsInterrupt runs once at start; the scan is bounded by the
+// sessions table and never on a request path.
+func (db *DB) SessionTurnsInterrupt(ctx context.Context, reason string) (int64, error) {
+	var n int64
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET active_run_id = '', status = ?, done_reason = ?
+			WHERE active_run_id LIKE 'turn\_%' ESCAPE '\'`, store.SessionFailed, reason)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("session turns interrupt: %w", err)
+	}
+	return n, nil
+}
+
 // EventList reads a transcript through session_events_session_ts (or
 // session_events_type when filtering by type): a page costs `limit` index
 // rows whatever the transcript's length.

@@ -235,6 +235,28 @@ func runSessions(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Empty(t, counts)
 	})
 
+	t.Run("SessionTurnsInterrupt", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		lost := newSession(t, s, store.OriginUser, "lost", 0)
+		_, _, err := s.SessionUpdate(ctx, &store.SessionUpdateParams{ID: lost.ID, ActiveRunID: ptr("turn_1"), Status: ptr(store.SessionRunning)})
+		require.NoError(t, err)
+		other := newSession(t, s, store.OriginUser, "other", 0)
+		_, _, err = s.SessionUpdate(ctx, &store.SessionUpdateParams{ID: other.ID, ActiveRunID: ptr("turnip"), Status: ptr(store.SessionRunning)})
+		require.NoError(t, err)
+		n, err := s.SessionTurnsInterrupt(ctx, "restarted")
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
+		got, err := s.SessionGetByID(ctx, lost.ID)
+		require.NoError(t, err)
+		require.Empty(t, got.ActiveRunID)
+		require.Equal(t, store.SessionFailed, got.Status)
+		require.Equal(t, "restarted", got.DoneReason)
+		got, err = s.SessionGetByID(ctx, other.ID)
+		require.NoError(t, err)
+		require.Equal(t, "turnip", got.ActiveRunID, "only chat turns (turn_…) are touched")
+	})
+
 	t.Run("SessionTouch", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
