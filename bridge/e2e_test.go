@@ -109,11 +109,13 @@ func TestEndToEnd(t *testing.T) {
 	upd := tb.updates("CE", card.TS)[0]
 	require.NotContains(t, upd.Form["blocks"], "hold_approve", "buttons gone")
 	require.Contains(t, text(upd), "*Approved* by <@USTEWARD> via slack")
-	memoPost := tb.waitPost(t, "CE", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Memo dispatched") })
-	require.Contains(t, text(memoPost), "*Otters*", "the memo, rendered to mrkdwn")
-	require.Contains(t, text(memoPost), "Otters hold hands while they sleep.")
+	lead := tb.waitPost(t, "CE", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Memo dispatched") })
+	memoPost := tb.waitPost(t, "CE", root, func(c fakeslack.Call) bool { return c.Form["blocks"] != "" && strings.Contains(text(c), "*Otters*") })
+	require.Contains(t, text(memoPost), "Otters hold hands while they sleep.", "the memo, rendered to mrkdwn")
 	h, err = tb.store.HoldGetByID(tb.ctx, holdID)
 	require.NoError(t, err)
+	require.Contains(t, text(lead), "|Otters>", "linked to the memo in the console")
+	require.Contains(t, text(lead), "http://holdfast.test/memos/")
 	require.Equal(t, store.HoldApproved, h.Status)
 	require.Equal(t, "slack", h.DecidedVia)
 

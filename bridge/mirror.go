@@ -113,23 +113,16 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, ba
 }
 
 // markdownMessages renders markdown into as many messages as Slack's limits
-// need, with lead (mrkdwn) as a first section when set.
+// need; lead, when set, is a line of its own before them (so it can never
+// push a full message over a limit).
 func markdownMessages(key, channel, thread, lead, md string) []*store.SlackOutboxAddParams {
 	var out []*store.SlackOutboxAddParams
-	parts := mrkdwn.Blocks([]byte(md))
 	if lead != "" {
-		leadBlock := slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, lead, false, false), nil, nil)
-		if len(parts) == 0 || len(parts[0]) >= 50 {
-			parts = append([][]slack.Block{{leadBlock}}, parts...)
-		} else {
-			parts[0] = append([]slack.Block{leadBlock}, parts[0]...)
-		}
+		out = append(out, &store.SlackOutboxAddParams{DedupeKey: key + ":lead", Queue: queueOf(channel, thread),
+			Method: store.SlackPost, Channel: channel, ThreadTS: thread, Text: lead})
 	}
 	fallback := mrkdwn.Fallback([]byte(md), 300)
-	if fallback == "" {
-		fallback = lead
-	}
-	for i, blocks := range parts {
+	for i, blocks := range mrkdwn.Blocks([]byte(md)) {
 		bj, err := json.Marshal(blocks)
 		if err != nil {
 			continue // slack-go's block types always marshal

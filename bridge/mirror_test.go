@@ -91,9 +91,24 @@ func TestMirrorRunLifecycle(t *testing.T) {
 	})
 
 	var texts []string
+	memoParts := 0
 	for _, p := range tb.posts("C5", root) {
 		texts = append(texts, text(p))
+		if p.Form["blocks"] == "" {
+			continue
+		}
+		bl := blocksOf(t, p)
+		require.LessOrEqual(t, len(bl), 50, "Slack's block limit")
+		for _, b := range bl {
+			if tx, ok := b["text"].(map[string]any); ok {
+				require.LessOrEqual(t, len([]rune(tx["text"].(string))), 3000, "Slack's section limit")
+			}
+		}
+		if strings.Contains(text(p), "Otters hold hands") {
+			memoParts++
+		}
 	}
+	require.GreaterOrEqual(t, memoParts, 1)
 	all := strings.Join(texts, "\n")
 	require.Contains(t, all, "<http://holdfast.test/memos/"+memo.ID+"|Otters>")
 	require.Contains(t, all, "<https://example.com|link>")
