@@ -129,13 +129,13 @@ func New(cfg Config, s store.Store, models *model.Registry, log *slog.Logger) *E
 		log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{
-		cfg:      cfg,
-		store:    s,
-		models:   models,
-		lib:      library.New(s, log),
-		log:      log,
-		wake:     make(chan struct{}, 1),
-		handoff:  make(chan *store.Run, 64),
+		cfg:       cfg,
+		store:     s,
+		models:    models,
+		lib:       library.New(s, log),
+		log:       log,
+		wake:      make(chan struct{}, 1),
+		handoff:   make(chan *store.Run, 64),
 		inflight:  map[string]context.CancelCauseFunc{},
 		cancelReq: map[string]error{},
 	}
