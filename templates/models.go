@@ -119,6 +119,7 @@ type SessionView struct {
 	CanMessage   bool
 	MessageHint  string // why there is no message box
 	Events       []EventView
+	Older        string // "Showing the latest 300 of 1,204 events", when cut
 	Poll         PollView
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/holdfast-bot/holdfast/console/api"
 	"github.com/holdfast-bot/holdfast/console/auth"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/templates"
@@ -125,11 +126,8 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 	})
 }
 
-var roleRank = map[string]int{store.RoleViewer: 1, store.RoleSteward: 2, store.RoleAdmin: 3}
-
-func atLeast(id *auth.Identity, min string) bool {
-	return id != nil && roleRank[id.Role] >= roleRank[min]
-}
+// atLeast is the API's role order, so both surfaces rank roles alike.
+var atLeast = api.AtLeast
 
 // requireRole answers 403 to anyone below min. Handlers also hide what a
 // role cannot use; this is the enforcement, that is only courtesy.

@@ -281,11 +281,14 @@ func (c *Console) sessionShow(w http.ResponseWriter, r *http.Request) {
 	case s.Origin == store.OriginChannel:
 		v.MessageHint = "This conversation lives in " + badge(s) + "; reply in its thread."
 	default:
-		v.MessageHint = "Only console sessions take messages here; fork this one to continue it as your own."
+		v.MessageHint = "Only console sessions take messages here; this " + s.Origin + " session is driven by its " + s.Origin + "."
 	}
 	names := c.userNames(ctx)
 	for _, e := range evs {
 		v.Events = append(v.Events, c.eventView(ctx, e, names, canAct, page.CSRF))
+	}
+	if s.EventCount > int64(len(evs)) {
+		v.Older = fmt.Sprintf("Showing the latest %d of %d events.", len(evs), s.EventCount)
 	}
 	v.Poll = pollView(s.ID, evs)
 	c.render(w, r, http.StatusOK, templates.SessionPage(v))

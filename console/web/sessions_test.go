@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -191,4 +192,21 @@ func TestSessionPageAndActions(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, evs, 1)
 	})
+}
+
+func TestLongTranscriptShowsNewest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	s := b.session(t, "Chatty", "", sessions.ViaConsole)
+	for i := range 305 {
+		_, err := b.sess.AppendEvent(ctx, s.ID, store.EventUserMessage, "U1", map[string]any{"text": "line " + strconv.Itoa(i)})
+		require.NoError(t, err)
+	}
+	c := b.signedIn(t, "viewer")
+	_, page := c.get("/sessions/" + s.ID)
+	require.Contains(t, page, "Showing the latest 300 of 306 events.")
+	require.Contains(t, page, ">line 304<")
+	require.NotContains(t, page, ">line 4<")
+	require.Equal(t, 300, strings.Count(page, `<li class="event`))
 }
