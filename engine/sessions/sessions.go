@@ -323,6 +323,25 @@ func (s *Service) Events(ctx context.Context, id string, after time.Time, limit 
 	return evs, nil
 }
 
+// LatestEvents returns the newest limit events, oldest first: where a
+// transcript view starts before polling Events after the last one.
+func (s *Service) LatestEvents(ctx context.Context, id string, limit int) ([]*store.Event, error) {
+	if limit <= 0 {
+		limit = DefaultEventPage
+	}
+	if limit > MaxEventPage {
+		return nil, invalidf("limit must be at most %d", MaxEventPage)
+	}
+	evs, err := s.st.EventList(ctx, &store.EventListParams{SessionID: id, Newest: true, Limit: limit})
+	if err == nil && len(evs) == 0 {
+		_, err = s.st.SessionGetByID(ctx, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
 // Archive hides a session from the default listing.
 func (s *Service) Archive(ctx context.Context, id string) (*store.Session, error) {
 	return s.setArchived(ctx, id, true)
