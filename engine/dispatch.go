@@ -95,11 +95,10 @@ func (x *exec) output(ctx context.Context, i int) (*store.Run, error) {
 // nothing, auto (and sessionless items) follow the workflow's Approval.
 func (x *exec) needsHold(ctx context.Context) (bool, error) {
 	policyHold := x.manifest.Policy.Approval == workflow.ApprovalHold
-	if x.run.SessionID == "" {
-		return policyHold, nil
-	}
-	s, err := x.e.store.SessionGetByID(ctx, x.run.SessionID)
-	if errors.Is(err, store.ErrNotFound) {
+	// The posture is read at the Output step, so a change made while the
+	// model was working applies (a read from this same instant is reused).
+	s, err := x.getSession(ctx, 100*time.Millisecond)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && s == nil) {
 		return policyHold, nil
 	} else if err != nil {
 		return false, err
@@ -167,8 +166,8 @@ func (x *exec) canReply(ctx context.Context) error {
 	if x.e.cfg.CanReply == nil || x.run.SessionID == "" {
 		return failf(KindDispatch, "%s", why)
 	}
-	s, err := x.e.store.SessionGetByID(ctx, x.run.SessionID)
-	if err != nil {
+	s, err := x.getSession(ctx, 0)
+	if err != nil || s == nil {
 		return failf(KindDispatch, "%s: %v", why, err)
 	}
 	if !x.e.cfg.CanReply(s) {

@@ -83,6 +83,9 @@ type exec struct {
 	log      *slog.Logger
 	// async hands the final settle to a goroutine (see output).
 	async bool
+	// session is the run's session as read at sessionAt.
+	session   *store.Session
+	sessionAt time.Time
 }
 
 // executeAsync is execute for pool workers: a successful run's settle is
@@ -175,7 +178,7 @@ func (x *exec) load(ctx context.Context) error {
 		}
 		x.rawMan = r.Manifest
 	} else {
-		memo, err := x.e.store.MemoGetByID(ctx, r.WorkflowMemoID)
+		memo, err := x.e.store.MemoGetByID(context.WithoutCancel(ctx), r.WorkflowMemoID)
 		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return failf(KindCompile, "workflow memo %s no longer exists", r.WorkflowMemoID)
@@ -355,13 +358,30 @@ func payloadPath(payload map[string]any, path string) any {
 
 func (x *exec) promptData(ctx context.Context) workflow.PromptData {
 	d := workflow.PromptData{Payload: x.run.Payload, Context: x.state.Context, Workflow: x.manifest, Session: map[string]any{}}
-	if x.run.SessionID != "" {
-		if s, err := x.e.store.SessionGetByID(ctx, x.run.SessionID); err == nil {
-			d.Session = map[string]any{"id": s.ID, "title": s.Title, "tags": s.Tags, "context": s.Context,
-				"policy": s.Policy, "origin": s.Origin, "platform": s.Platform}
-		}
+	if s, err := x.getSession(ctx, 0); err == nil && s != nil {
+		d.Session = map[string]any{"id": s.ID, "title": s.Title, "tags": s.Tags, "context": s.Context,
+			"policy": s.Policy, "origin": s.Origin, "platform": s.Platform}
 	}
 	return d
+}
+
+// getSession reads the run's session (nil when the run has none), reusing a
+// read younger than maxAge (0: any age). Reads use a context that does not
+// cancel: they are short, and the driver would otherwise spawn a watcher
+// goroutine per query.
+func (x *exec) getSession(ctx context.Context, maxAge time.Duration) (*store.Session, error) {
+	if x.run.SessionID == "" {
+		return nil, nil
+	}
+	if x.session != nil && (maxAge == 0 || x.e.cfg.Now().Sub(x.sessionAt) <= maxAge) {
+		return x.session, nil
+	}
+	s, err := x.e.store.SessionGetByID(context.WithoutCancel(ctx), x.run.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	x.session, x.sessionAt = s, x.e.cfg.Now()
+	return s, nil
 }
 
 // process renders the prompt and calls the model under the step timeout,

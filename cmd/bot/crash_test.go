@@ -216,3 +216,27 @@ func TestCrashMidRunDispatchesEachItemOnce(t *testing.T) {
 		require.Equal(t, fmt.Sprint("Crash ", i), ms[0].Title)
 	}
 }
+
+func TestEnqueueCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := map[string]string{"HOLDFAST_DB": filepath.Join(dir, "h.db")}
+	wf := filepath.Join(dir, "crash.md")
+	require.NoError(t, os.WriteFile(wf, []byte(strings.ReplaceAll(crashWorkflow, "¦", "`")), 0o644))
+	_, err := runCLI(t, env, "", "workflow", "import", wf)
+	require.NoError(t, err)
+
+	out, err := runCLI(t, env, "", "enqueue", "/crash-draft", "--dedupe", "k1", "--payload", `{"brief":"b"}`)
+	require.NoError(t, err)
+	require.Contains(t, out, "enqueued /crash-draft item itm_")
+	out, err = runCLI(t, env, "", "enqueue", "crash-draft", "--dedupe", "k1")
+	require.NoError(t, err)
+	require.Contains(t, out, "already enqueued")
+
+	_, err = runCLI(t, env, "", "enqueue", "/crash-draft", "--dedupe", "k2", "--payload", `[1]`)
+	require.ErrorContains(t, err, "JSON object")
+	_, err = runCLI(t, env, "", "enqueue", "/crash-draft")
+	require.ErrorContains(t, err, "usage")
+	_, err = runCLI(t, env, "", "enqueue", "/nope", "--dedupe", "k")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}

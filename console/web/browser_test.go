@@ -275,6 +275,7 @@ func TestBrowserStewardFlow(t *testing.T) {
 	)
 	b.eventually(`document.querySelectorAll('#transcript .event[data-type="assistant_message"]').length === 1`, "the reply arrives")
 	require.Contains(t, b.text("#transcript"), "What can you do?")
+	b.eventually(`document.getElementById('session-status').innerText.trim() === 'done'`, "the status follows the turn")
 	b.screenshot("session-user")
 
 	// The workflow session shows the run and its hold card inline.

@@ -333,13 +333,18 @@ func (c *Console) sessionEvents(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	s, err := c.Sessions.GetByID(ctx, id)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
 	cur := from(ctx)
 	names := c.userNames(ctx)
 	views := make([]templates.EventView, 0, len(evs))
 	for _, e := range evs {
 		views = append(views, c.eventView(ctx, e, names, atLeast(cur.id, store.RoleSteward), cur.session.CSRFToken))
 	}
-	c.render(w, r, http.StatusOK, templates.EventsFragment(views, pollView(id, evs)))
+	c.render(w, r, http.StatusOK, templates.EventsFragment(views, pollView(id, evs), s.Status))
 }
 
 // userNames maps "user:<id>" actors to usernames for display.

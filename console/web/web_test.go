@@ -203,6 +203,10 @@ func TestMemoRendersInert(t *testing.T) {
 		"",
 		"<a href=\"javascript:alert(3)\">raw link</a>",
 		"",
+		"<javascript:alert(4)> [ref][r] [ent](&#106;avascript:alert(5)) ![img](javascript:alert(6))",
+		"",
+		"[r]: javascript:alert(7)",
+		"",
 		"[fine](https://example.com/ok) and **bold**",
 	}, "\n")})
 	require.NoError(t, err)
@@ -215,7 +219,8 @@ func TestMemoRendersInert(t *testing.T) {
 	for _, s := range scripts {
 		require.Regexp(t, `^<script src="/static/[a-z0-9.-]+\.js" defer>$`, s)
 	}
-	require.NotRegexp(t, `(?i)href="\s*(javascript|data):`, page)
+	require.NotRegexp(t, `(?i)(href|src)="\s*(javascript|data|vbscript|&#)`, page)
+	require.NotContains(t, page, "alert(5)\"", "entity-encoded schemes are caught too")
 	require.NotRegexp(t, `(?i)<img[^>]*onerror`, page)
 	require.NotContains(t, page, "<b>memo</b>")
 	require.Contains(t, page, "&lt;script&gt;alert(")
