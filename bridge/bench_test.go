@@ -15,11 +15,19 @@ import (
 )
 
 // BenchmarkHTTPEventsToInbox measures signed Events API deliveries through
-// the real router and handler into the durable SQLite inbox (synchronous
-// FULL), from concurrent senders as Slack's are: events/s and ack latency.
+// the real router and handler into the durable SQLite inbox, from concurrent
+// senders as Slack's are: events/s and ack latency (p50, p99), with SQLite
+// synchronous FULL (the default: each ack survives power loss) and NORMAL.
 func BenchmarkHTTPEventsToInbox(b *testing.B) {
+	for _, sync := range []string{"full", "normal"} {
+		b.Run("sync="+sync, func(b *testing.B) { benchEvents(b, sync) })
+	}
+}
+
+func benchEvents(b *testing.B, syncMode string) {
 	o := standIns()
 	o.noStart = true // the ack path only: storing, not processing
+	o.sync = syncMode
 	tb := setup(b, o)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	var (

@@ -71,7 +71,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	tb.event(t, "EvE3", message("CE", "U1", ask, root, ev["text"].(string)))
 	card, holdID := tb.holdCard(t, "CE", root)
-	require.Contains(t, text(card), "Review draft")
+	require.Contains(t, text(card), "*Review draft* is waiting for a steward — Draft memo from brief (`/draft-memo`)")
 	require.Contains(t, text(card), "Otters hold hands")
 	_, again, err := tb.engine.Enqueue(tb.ctx, bridge.EnqueueParams{Command: "/draft-memo", DedupeKey: "slack:CE:" + ask})
 	require.NoError(t, err)
@@ -185,6 +185,7 @@ func TestEndToEndTwoApprovals(t *testing.T) {
 	root := tb.ts()
 	tb.event(t, "EvP1", mention("CP", "U1", root, "", "pair-review Tides"))
 	card, holdID := tb.holdCard(t, "CP", root)
+	require.Contains(t, text(card), "needs 2 approvals")
 	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_approve", holdID, "CP", card.TS, root))
 	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 10*time.Second, 5*time.Millisecond)
 	require.Contains(t, tb.slack.Delivered("chat.postEphemeral")[0].Form["text"], "1 of 2")

@@ -64,12 +64,13 @@ type setupOpts struct {
 	engine  func(tb *testBundle) bridge.Engine
 	cfg     func(c *bridge.Config)
 	noStart bool
+	sync    string // SQLite synchronous (default full)
 }
 
 func setup(t testing.TB, o setupOpts) *testBundle {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "holdfast.db")})
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "holdfast.db"), Sync: o.sync})
 	require.NoError(t, err)
 	log := discard()
 	tb := &testBundle{ctx: ctx, store: db, slack: fakeslack.New(t), keys: map[string]string{}}

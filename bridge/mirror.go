@@ -23,9 +23,6 @@ const (
 // mirrorBatch is how many transcript events one mirror pass reads.
 const mirrorBatch = 100
 
-// previewLimit keeps a card's preview inside one section (3,000 chars).
-const previewLimit = 2500
-
 var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // esc escapes text for mrkdwn.
@@ -88,7 +85,7 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, ba
 	case "run_started":
 		return line(fmt.Sprintf(":arrow_forward: Started `%s` — run `%s`.", esc(str(p, "command")), esc(str(p, "runId"))))
 	case "hold_opened":
-		return b.holdCards(channel, thread, p)
+		return b.holdCards(ctx, channel, thread, p)
 	case "hold_decided":
 		return b.holdDecided(ctx, key, channel, thread, ev.TS, p, batch)
 	case "run_finished":
@@ -157,29 +154,42 @@ func cardKey(holdID, where string) string { return "card:" + holdID + ":" + wher
 
 // holdCards builds the hold card for the thread and, when configured, the
 // holds channel (SPEC §5).
-func (b *Bridge) holdCards(channel, thread string, p map[string]any) []*store.SlackOutboxAddParams {
+func (b *Bridge) holdCards(ctx context.Context, channel, thread string, p map[string]any) []*store.SlackOutboxAddParams {
 	holdID := str(p, "holdId")
 	if holdID == "" {
 		return nil
 	}
 	command, gate := str(p, "command"), orDefault(str(p, "gateLabel"), "Review")
-	preview := mrkdwn.Render([]byte(str(p, "preview")))
-	if r := []rune(preview); len(r) > previewLimit {
-		preview = string(r[:previewLimit]) + "…"
+	workflow, needs := "`"+esc(command)+"`", ""
+	if h, err := b.store.HoldGetByID(ctx, holdID); err == nil {
+		if h.WorkflowName != "" {
+			workflow = fmt.Sprintf("%s (`%s`)", esc(h.WorkflowName), esc(command))
+		}
+		if h.RequiredApprovals > 1 {
+			needs = fmt.Sprintf(" · needs %d approvals", h.RequiredApprovals)
+		}
 	}
-	if strings.TrimSpace(preview) == "" {
-		preview = "_(empty output)_"
+	// The preview is the output's first section as the memo renderer splits
+	// it (≤ 3,000 chars, never cut inside a link or an entity).
+	preview, more := "_(empty output)_", false
+	if parts := mrkdwn.Blocks([]byte(str(p, "preview"))); len(parts) > 0 && len(parts[0]) > 0 {
+		if sec, ok := parts[0][0].(*slack.SectionBlock); ok && sec.Text != nil {
+			preview, more = sec.Text.Text, len(parts) > 1 || len(parts[0]) > 1
+		}
+	}
+	if more {
+		needs += " · preview shortened, the full output is in the console"
 	}
 	blocks := []slack.Block{
 		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType,
-			fmt.Sprintf(":raised_hand: *%s* is waiting for a steward — `%s`", esc(gate), esc(command)), false, false), nil, nil),
-		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, preview, false, false), nil, nil),
+			fmt.Sprintf(":raised_hand: *%s* is waiting for a steward — %s", esc(gate), workflow), false, false), nil, nil),
+		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, preview, false, true), nil, nil),
 		slack.NewActionBlock("hold:"+holdID,
 			slack.NewButtonBlockElement(actionApprove, holdID, slack.NewTextBlockObject(slack.PlainTextType, "Approve", false, false)).WithStyle(slack.StylePrimary),
 			slack.NewButtonBlockElement(actionReject, holdID, slack.NewTextBlockObject(slack.PlainTextType, "Reject", false, false)).WithStyle(slack.StyleDanger),
 		),
 		slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType,
-			fmt.Sprintf("%s in the console · run `%s`", b.holdLink(holdID), esc(str(p, "runId"))), false, false)),
+			fmt.Sprintf("%s in the console · run `%s`%s", b.holdLink(holdID), esc(str(p, "runId")), needs), false, false)),
 	}
 	bj, _ := json.Marshal(blocks)
 	text := fmt.Sprintf("Hold: %s — %s waits for a steward", command, gate)

@@ -59,6 +59,7 @@ func TestMirrorRunLifecycle(t *testing.T) {
 	require.Contains(t, text(card), "Review draft")
 	require.Contains(t, text(card), "*hold hands*")
 	require.Contains(t, text(card), "&lt;script&gt;", "the preview is escaped")
+	require.NotContains(t, text(card), "preview shortened")
 	holdsCard := tb.waitPost(t, "CHOLDS", "", func(c fakeslack.Call) bool { return strings.Contains(text(c), "hold:hld_1") })
 
 	tb.appendEvent(t, ses.ID, "hold_decided", map[string]any{"holdId": "hld_1", "runId": "run_1", "status": "approved",
@@ -121,6 +122,18 @@ func TestMirrorRunLifecycle(t *testing.T) {
 	require.Less(t, idx("hold:hld_1"), idx("*Approved*"))
 	require.Less(t, idx("*Approved*"), idx("Memo dispatched"))
 	require.Less(t, idx("Memo dispatched"), idx("run_2"))
+
+	// A long output's preview is its first section, marked as shortened.
+	long := strings.Repeat("Kelp sways in the current. ", 400)
+	tb.appendEvent(t, ses.ID, "hold_opened", map[string]any{"holdId": "hld_2", "runId": "run_3", "command": "/draft-memo",
+		"gateLabel": "Review draft", "preview": long})
+	long2 := tb.waitPost(t, "C5", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "hold:hld_2") })
+	require.Contains(t, text(long2), "preview shortened")
+	for _, b := range blocksOf(t, long2) {
+		if tx, ok := b["text"].(map[string]any); ok {
+			require.LessOrEqual(t, len([]rune(tx["text"].(string))), 3000)
+		}
+	}
 
 	// Nothing is mirrored twice, even when woken again.
 	n := len(tb.slack.Calls(""))

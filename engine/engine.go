@@ -116,7 +116,10 @@ type Engine struct {
 
 	mu       sync.Mutex
 	inflight map[string]context.CancelCauseFunc // runID → cancel of its context
-	subs     []chan Event
+	// cancelReq holds cancellations of runs claimed here but not started
+	// yet (waiting in a worker's batch); they are cancelled as they start.
+	cancelReq map[string]error
+	subs      []chan Event
 }
 
 // New returns an engine; call Start to run the pool and scheduler.
@@ -126,14 +129,15 @@ func New(cfg Config, s store.Store, models *model.Registry, log *slog.Logger) *E
 		log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{
-		cfg:      cfg,
-		store:    s,
-		models:   models,
-		lib:      library.New(s, log),
-		log:      log,
-		wake:     make(chan struct{}, 1),
-		handoff:  make(chan *store.Run, 64),
-		inflight: map[string]context.CancelCauseFunc{},
+		cfg:       cfg,
+		store:     s,
+		models:    models,
+		lib:       library.New(s, log),
+		log:       log,
+		wake:      make(chan struct{}, 1),
+		handoff:   make(chan *store.Run, 64),
+		inflight:  map[string]context.CancelCauseFunc{},
+		cancelReq: map[string]error{},
 	}
 	e.settleSlots = make(chan struct{}, 4*cfg.Workers)
 	e.resumeHint.Store(true)
@@ -207,7 +211,23 @@ func (e *Engine) Start(ctx context.Context) error {
 	<-ctx.Done()
 	wg.Wait()
 	e.settling.Wait()
-	return nil
+	// Recovered runs no worker took: release them for the next start.
+	for {
+		select {
+		case r := <-e.handoff:
+			e.release(context.WithoutCancel(ctx), r)
+		default:
+			return nil
+		}
+	}
+}
+
+// release leaves a run this process holds for immediate recovery (at the
+// next start, or by another replica): its heartbeat is set far in the past.
+func (e *Engine) release(ctx context.Context, r *store.Run) {
+	if err := e.store.RunHeartbeat(ctx, r.ID, r.Lease, time.Unix(1, 0)); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		e.log.ErrorContext(ctx, "releasing run", slog.String("run_id", r.ID), slog.Any("error", err))
+	}
 }
 
 func (e *Engine) worker(ctx context.Context, n int) {
@@ -361,8 +381,10 @@ type PassResult struct {
 
 // RunPass runs one pass synchronously: resume approved runs (≤5), claim and
 // run pending items (≤3 per worker), recover stuck runs and expire holds. An
-// empty queue costs one indexed count.
+// empty queue costs one indexed count. Runs it starts finish even if the
+// caller (an HTTP cron request) goes away.
 func (e *Engine) RunPass(ctx context.Context) (PassResult, error) {
+	ctx = context.WithoutCancel(ctx)
 	var res PassResult
 	resumed, err := e.store.RunResumeApproved(ctx, &store.RunAcquireParams{RunnerID: e.cfg.RunnerID, Limit: 5, Now: e.cfg.Now()})
 	if err != nil {

@@ -58,6 +58,11 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 		cfg.Workers = 4
 	}
 	cfg.RetryBase = time.Millisecond
+	if cfg.PassInterval == 0 {
+		// No safety-net tick within a test: runs start only because an
+		// enqueue, a decision or a recovery woke the runner.
+		cfg.PassInterval = time.Hour
+	}
 	models := model.NewRegistry("template", model.Config{OpenAIBaseURL: b.llm.URL, HTTPClient: b.llm.Client()})
 	b.eng = New(cfg, db, models, nil)
 	b.eng.Subscribe(func(ev Event) { b.events <- ev })

@@ -206,12 +206,20 @@ func (e *Engine) CancelSessionRuns(ctx context.Context, sessionID, by string) (i
 		return 0, err
 	}
 	n := 0
+	cause := fmt.Errorf("%w by %s", errRunCancelled, by)
+	e.mu.Lock()
 	for _, r := range running {
-		if cancel := e.cancelFunc(r.ID); cancel != nil {
-			cancel(fmt.Errorf("%w by %s", errRunCancelled, by))
-			n++
+		if cancel := e.inflight[r.ID]; cancel != nil {
+			cancel(cause)
+		} else {
+			// Claimed here (or elsewhere) but not started: cancelled when
+			// it starts on this process. Another replica's runs are not
+			// reached (single-replica today).
+			e.cancelReq[r.ID] = cause
 		}
+		n++
 	}
+	e.mu.Unlock()
 	cancelled, err := e.store.RunCancelSuspended(ctx, &store.RunCancelParams{SessionID: sessionID, By: by, Now: e.cfg.Now(),
 		Events: func(r *store.Run) []store.EventAppendParams { return []store.EventAppendParams{finishedEvent(r)} }})
 	if err != nil {

@@ -106,6 +106,10 @@ func (e *Engine) run(parent context.Context, r *store.Run, async bool) *store.Ru
 	ctx, cancel := context.WithCancelCause(parent)
 	e.mu.Lock()
 	e.inflight[r.ID] = cancel
+	if cause, ok := e.cancelReq[r.ID]; ok {
+		delete(e.cancelReq, r.ID)
+		cancel(cause)
+	}
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
@@ -115,7 +119,15 @@ func (e *Engine) run(parent context.Context, r *store.Run, async bool) *store.Ru
 	}()
 	x := &exec{e: e, run: r, lastSave: e.cfg.Now(), async: async,
 		log: e.log.With(slog.String("run_id", r.ID), slog.String("item_id", r.ItemID), slog.String("command", r.Command))}
-	out, err := x.runSteps(ctx)
+	var (
+		out *store.Run
+		err error
+	)
+	if ctx.Err() == nil {
+		out, err = x.runSteps(ctx)
+	} else {
+		err = ctx.Err()
+	}
 	if err == nil {
 		return out
 	}
@@ -128,10 +140,7 @@ func (e *Engine) run(parent context.Context, r *store.Run, async bool) *store.Ru
 		return x.settleFailed(parent, KindCancelled, context.Cause(ctx).Error())
 	case parent.Err() != nil:
 		// Shutdown: leave the run for immediate recovery at the next start.
-		bg := context.WithoutCancel(parent)
-		if err := e.store.RunHeartbeat(bg, r.ID, r.Lease, time.Unix(1, 0)); err != nil && !errors.Is(err, store.ErrLeaseLost) {
-			x.log.ErrorContext(bg, "releasing run at shutdown", slog.Any("error", err))
-		}
+		e.release(context.WithoutCancel(parent), r)
 		return nil
 	case errors.As(err, &se):
 		return x.settleFailed(parent, se.kind, se.Error())

@@ -10,6 +10,26 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
+// The Slack bridge's hot queries, kept here so a test can check their plans.
+const (
+	inboxPendingQuery = `SELECT id, key, kind, body, received_at FROM slack_inbox
+		WHERE processed_at IS NULL ORDER BY id LIMIT ?`
+	// A queue's head is its oldest pending message; only heads are sent,
+	// which is what keeps a thread in order.
+	// Heads come from the partial index of pending rows, so sent history
+	// never costs anything.
+	outboxHeads    = `SELECT MIN(id) FROM slack_outbox WHERE status = 'pending' GROUP BY queue`
+	outboxDueQuery = `SELECT ` + outboxColumns + ` FROM slack_outbox
+		WHERE id IN (` + outboxHeads + `) AND next_at <= ? ORDER BY id LIMIT ?`
+	outboxNextDueQuery = `SELECT MIN(next_at) FROM slack_outbox WHERE id IN (` + outboxHeads + `)`
+	// The CROSS JOIN keeps session_events the outer loop, walked by primary
+	// key from the cursor, so the cost follows the events not yet mirrored.
+	mirrorEventsQuery = `SELECT e.id, e.session_id, e.ts, e.type, e.actor, e.payload, t.tag
+		FROM session_events e CROSS JOIN session_tags t
+		WHERE e.id > ? AND t.session_id = e.session_id AND t.tag >= 'slack:' AND t.tag < 'slack;'
+		ORDER BY e.id LIMIT ?`
+)
+
 // SlackInboxAdd stores deliveries in one transaction; INSERT OR IGNORE on the
 // unique key makes a redelivery a no-op.
 func (db *DB) SlackInboxAdd(ctx context.Context, items []*store.SlackInboxAddParams) ([]bool, error) {
@@ -42,8 +62,7 @@ func (db *DB) SlackInboxAdd(ctx context.Context, items []*store.SlackInboxAddPar
 
 // SlackInboxPending lists unprocessed deliveries, oldest first.
 func (db *DB) SlackInboxPending(ctx context.Context, limit int) ([]*store.SlackInboxItem, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT id, key, kind, body, received_at FROM slack_inbox
-		WHERE processed_at IS NULL ORDER BY id LIMIT ?`, limit)
+	rows, err := db.r.QueryContext(ctx, inboxPendingQuery, limit)
 	if err != nil {
 		return nil, fmt.Errorf("slack inbox pending: %w", err)
 	}
@@ -171,10 +190,7 @@ func scanOutbox(row interface{ Scan(...any) error }) (*store.SlackOutboxMsg, err
 
 // SlackOutboxDue answers each queue's oldest pending message when it is due.
 func (db *DB) SlackOutboxDue(ctx context.Context, now time.Time, limit int) ([]*store.SlackOutboxMsg, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT `+outboxColumns+` FROM slack_outbox o
-		WHERE o.status = 'pending' AND o.next_at <= ?
-		  AND o.id = (SELECT MIN(p.id) FROM slack_outbox p WHERE p.status = 'pending' AND p.queue = o.queue)
-		ORDER BY o.id LIMIT ?`, formatTime(now), limit)
+	rows, err := db.r.QueryContext(ctx, outboxDueQuery, formatTime(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("slack outbox due: %w", err)
 	}
@@ -196,9 +212,7 @@ func (db *DB) SlackOutboxDue(ctx context.Context, now time.Time, limit int) ([]*
 // SlackOutboxNextDue answers when the earliest queue head is due.
 func (db *DB) SlackOutboxNextDue(ctx context.Context) (time.Time, error) {
 	var next sql.NullString
-	if err := db.r.QueryRowContext(ctx, `SELECT MIN(o.next_at) FROM slack_outbox o
-		WHERE o.status = 'pending'
-		  AND o.id = (SELECT MIN(p.id) FROM slack_outbox p WHERE p.status = 'pending' AND p.queue = o.queue)`).Scan(&next); err != nil {
+	if err := db.r.QueryRowContext(ctx, outboxNextDueQuery).Scan(&next); err != nil {
 		return time.Time{}, fmt.Errorf("slack outbox next due: %w", interpretError(err))
 	}
 	if !next.Valid {
@@ -251,14 +265,9 @@ func (db *DB) SlackOutboxFail(ctx context.Context, id int64, errMsg string) erro
 		WHERE id = ? AND status = 'pending'`, errMsg, id)
 }
 
-// SlackMirrorEvents lists events of Slack-tagged sessions after afterID. The
-// CROSS JOIN keeps session_events the outer loop, walked by primary key from
-// the cursor, so the cost follows the events not yet mirrored.
+// SlackMirrorEvents lists events of Slack-tagged sessions after afterID.
 func (db *DB) SlackMirrorEvents(ctx context.Context, afterID int64, limit int) ([]*store.SlackMirrorEvent, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT e.id, e.session_id, e.ts, e.type, e.actor, e.payload, t.tag
-		FROM session_events e CROSS JOIN session_tags t
-		WHERE e.id > ? AND t.session_id = e.session_id AND t.tag >= 'slack:' AND t.tag < 'slack;'
-		ORDER BY e.id LIMIT ?`, afterID, limit)
+	rows, err := db.r.QueryContext(ctx, mirrorEventsQuery, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("slack mirror events: %w", err)
 	}

@@ -1,0 +1,50 @@
+package sqlite
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestSlackQueriesUseIndexes: the bridge's polling queries use indexes
+// (partial indexes holding only pending rows, the events primary key), never
+// scan a table that grows with history.
+func TestSlackQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
+	db := openBench(t)
+	plan := func(query string, args ...any) string {
+		rows, err := db.r.Query(`EXPLAIN QUERY PLAN `+query, args...)
+		require.NoError(t, err)
+		defer rows.Close()
+		var lines []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			require.NoError(t, rows.Scan(&id, &parent, &notused, &detail))
+			lines = append(lines, detail)
+		}
+		require.NoError(t, rows.Err())
+		return strings.Join(lines, "\n")
+	}
+	now := formatTime(time.Now())
+	for name, tc := range map[string]struct {
+		query string
+		args  []any
+		want  []string
+	}{
+		"InboxPending":  {inboxPendingQuery, []any{50}, []string{"slack_inbox_pending"}},
+		"OutboxDue":     {outboxDueQuery, []any{now, 50}, []string{"slack_outbox_pending_queue"}},
+		"OutboxNextDue": {outboxNextDueQuery, nil, []string{"slack_outbox_pending_queue"}},
+		"MirrorEvents":  {mirrorEventsQuery, []any{10, 100}, []string{"SEARCH e USING INTEGER PRIMARY KEY (rowid>?)", "session_tags"}},
+	} {
+		got := plan(tc.query, tc.args...)
+		t.Logf("%s:\n%s", name, got)
+		for _, w := range tc.want {
+			require.Contains(t, got, w, "%s:\n%s", name, got)
+		}
+		// Walking a partial index of pending rows is fine; a bare table scan is not.
+		require.NotRegexp(t, `(?m)SCAN \w+$`, got, "%s:\n%s", name, got)
+	}
+}
