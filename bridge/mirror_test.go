@@ -129,6 +129,7 @@ func TestMirrorRunLifecycle(t *testing.T) {
 		"gateLabel": "Review draft", "preview": long})
 	long2 := tb.waitPost(t, "C5", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "hold:hld_2") })
 	require.Contains(t, text(long2), "preview shortened")
+	tb.waitPost(t, "CHOLDS", "", func(c fakeslack.Call) bool { return strings.Contains(text(c), "hold:hld_2") })
 	for _, b := range blocksOf(t, long2) {
 		if tx, ok := b["text"].(map[string]any); ok {
 			require.LessOrEqual(t, len([]rune(tx["text"].(string))), 3000)
