@@ -220,6 +220,10 @@ func TestBrowserLibraryPages(t *testing.T) {
 	b.open("/users", "#users")
 	b.screenshot("users")
 	require.True(t, strings.Contains(b.text("#users"), "steward"))
+	b.expectConsoleError("/memos/mem_missing") // the 404 itself is logged by the browser
+	b.open("/memos/mem_missing", ".empty")
+	require.Contains(t, b.text("main"), "Not found")
+	b.screenshot("not-found")
 }
 
 // TestBrowserStewardFlow drives the console as a steward and a viewer do.

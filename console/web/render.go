@@ -75,7 +75,7 @@ func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, status int, 
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		c.errorPage(w, r, http.StatusNotFound, "Not found", err.Error())
+		c.notFound(w, r)
 	case errors.Is(err, store.ErrConflict):
 		c.errorPage(w, r, http.StatusConflict, "Conflict", err.Error())
 	default:

@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-bot/holdfast/console/web"
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -340,4 +342,35 @@ func TestWorkflowCompileErrorsBesideSource(t *testing.T) {
 	require.Regexp(t, `<div class="ln bad" id="L8">`, page, "the Gate line is marked")
 	require.Regexp(t, `<div class="ln bad" id="L14">`, page, "the Destination line is marked")
 	require.NotContains(t, page, "Run now", "a viewer gets no run-now form")
+}
+
+func TestSecureCookiesUnderHTTPS(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	secure := web.New(web.Deps{Store: b.db, Library: b.lib, Sessions: b.sess, Engine: b.eng, BaseURL: "https://holdfast.example"})
+	srv := httptest.NewServer(secure.Handler())
+	t.Cleanup(srv.Close)
+
+	resp, err := http.Get(srv.URL + "/login")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, "max-age=31536000", resp.Header.Get("Strict-Transport-Security"))
+	var login *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "holdfast_login" {
+			login = ck
+		}
+	}
+	require.NotNil(t, login)
+	require.True(t, login.Secure, "cookies are Secure when the console is served over https")
+	require.True(t, login.HttpOnly)
+}
+
+func TestExpiredSignInRedirectsLiveParts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	status, _, resp := c.do(http.MethodGet, "/holds?fragment=open", nil, map[string]string{"HX-Request": "true"})
+	require.Equal(t, http.StatusUnauthorized, status)
+	require.Equal(t, "/login", resp.Header.Get("HX-Redirect"), "a poll after sign-out sends the page to the sign-in form")
 }

@@ -89,7 +89,7 @@ func (db *DB) HoldList(ctx context.Context, p *store.HoldListParams) ([]*store.H
 	var args []any
 	switch {
 	case p.SessionID != "" && p.Status != "":
-		q += ` WHERE session_id = ? AND status = ?`
+		q = `SELECT ` + holdColumns + ` FROM holds INDEXED BY holds_session WHERE session_id = ? AND status = ?`
 		args = append(args, p.SessionID, p.Status)
 	case p.SessionID != "":
 		q += ` WHERE session_id = ?`
@@ -115,11 +115,12 @@ func (db *DB) HoldCountOpen(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+const expiredHoldsQuery = `SELECT ` + holdColumns + ` FROM holds
+	WHERE status = 'open' AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?`
+
 // HoldListExpired lists open holds past their timeout.
 func (db *DB) HoldListExpired(ctx context.Context, now time.Time, limit int) ([]*store.Hold, error) {
-	return db.holdQuery(ctx, `SELECT `+holdColumns+` FROM holds
-		WHERE status = 'open' AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?`,
-		formatTime(now), max(limit, 1))
+	return db.holdQuery(ctx, expiredHoldsQuery, formatTime(now), max(limit, 1))
 }
 
 func auditTx(ctx context.Context, tx *sql.Tx, d *store.HoldDecision, now time.Time) error {

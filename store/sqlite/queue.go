@@ -120,7 +120,7 @@ func (db *DB) QueueItemGetByID(ctx context.Context, id string) (*store.QueueItem
 // QueueItemCountPending counts over the partial pending index only.
 func (db *DB) QueueItemCountPending(ctx context.Context) (int64, error) {
 	var n int64
-	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM workflow_queue_items WHERE status = 'pending'`).Scan(&n); err != nil {
+	if err := db.r.QueryRowContext(ctx, pendingCountQuery).Scan(&n); err != nil {
 		return 0, fmt.Errorf("queue count: %w", err)
 	}
 	return n, nil
@@ -155,6 +155,15 @@ func (db *DB) countBy(ctx context.Context, q string, keys ...string) (map[string
 	return out, rows.Err()
 }
 
+const (
+	// claimQuery stamps status and run id in one statement.
+	claimQuery = `UPDATE workflow_queue_items
+		SET status = 'claimed', claimed_at = ?, run_id = 'run_' || substr(id, instr(id, '_') + 1)
+		WHERE id IN (SELECT id FROM workflow_queue_items WHERE status = 'pending' ORDER BY created_at, id LIMIT ?)
+		RETURNING id, owner_uid, workflow_memo_id, command, payload, session_id, target_version, run_id`
+	pendingCountQuery = `SELECT COUNT(*) FROM workflow_queue_items WHERE status = 'pending'`
+)
+
 // QueueItemClaim is River's claim: one UPDATE ... WHERE id IN (SELECT ...
 // LIMIT n) RETURNING stamps status and run id together, and the runs are
 // created (with their run_started events) in the same transaction.
@@ -166,10 +175,7 @@ func (db *DB) QueueItemClaim(ctx context.Context, p *store.QueueItemClaimParams)
 		now := nowOr(p.Now)
 		ts := formatTime(now)
 		// run ids are derived from item ids: 'run_' || the part after 'itm_'.
-		rows, err := tx.QueryContext(ctx, `UPDATE workflow_queue_items
-			SET status = 'claimed', claimed_at = ?, run_id = 'run_' || substr(id, instr(id, '_') + 1)
-			WHERE id IN (SELECT id FROM workflow_queue_items WHERE status = 'pending' ORDER BY created_at, id LIMIT ?)
-			RETURNING id, owner_uid, workflow_memo_id, command, payload, session_id, target_version, run_id`, ts, limit)
+		rows, err := tx.QueryContext(ctx, claimQuery, ts, limit)
 		if err != nil {
 			return err
 		}

@@ -16,7 +16,10 @@ const runColumns = `r.id, r.item_id, r.workflow_memo_id, r.command, r.session_id
 	r.status, r.manifest, r.steps, r.state, r.guards, r.error_kind, r.error, r.hold_id, r.decision, r.decided_output,
 	r.dispatch_memo_id, r.lease, r.runner_id, r.heartbeat_at, r.recovery_attempts, r.created_at, r.updated_at, r.finished_at`
 
-const runFrom = ` FROM workflow_runs r JOIN workflow_queue_items i ON i.id = r.item_id`
+const (
+	runFrom          = ` FROM workflow_runs r JOIN workflow_queue_items i ON i.id = r.item_id`
+	runFromBySession = ` FROM workflow_runs r INDEXED BY runs_session JOIN workflow_queue_items i ON i.id = r.item_id`
+)
 
 func scanRun(row interface{ Scan(...any) error }) (*store.Run, error) {
 	var (
@@ -67,7 +70,8 @@ func (db *DB) RunList(ctx context.Context, p *store.RunListParams) ([]*store.Run
 	var args []any
 	switch {
 	case p.SessionID != "" && p.Status != "":
-		q += ` WHERE r.session_id = ? AND r.status = ?`
+		// Without statistics SQLite would walk every run of the status.
+		q = `SELECT ` + runColumns + runFromBySession + ` WHERE r.session_id = ? AND r.status = ?`
 		args = append(args, p.SessionID, p.Status)
 	case p.SessionID != "":
 		q += ` WHERE r.session_id = ?`
@@ -374,12 +378,18 @@ func selectIDs(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]string
 	return ids, rows.Err()
 }
 
+const (
+	approvedRunsQuery = `SELECT id FROM workflow_runs WHERE status = 'suspended' AND decision = 'approved'
+		ORDER BY updated_at LIMIT ?`
+	stuckRunsQuery = `SELECT id FROM workflow_runs WHERE status = 'running' AND heartbeat_at < ?
+		ORDER BY heartbeat_at LIMIT ?`
+)
+
 // RunResumeApproved takes over approved suspended runs, oldest decision first.
 func (db *DB) RunResumeApproved(ctx context.Context, p *store.RunAcquireParams) ([]*store.Run, error) {
 	var out []*store.Run
 	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		ids, err := selectIDs(ctx, tx, `SELECT id FROM workflow_runs WHERE status = 'suspended' AND decision = 'approved'
-			ORDER BY updated_at LIMIT ?`, max(p.Limit, 1))
+		ids, err := selectIDs(ctx, tx, approvedRunsQuery, max(p.Limit, 1))
 		if err != nil {
 			return err
 		}
@@ -398,8 +408,7 @@ func (db *DB) RunRecoverStuck(ctx context.Context, p *store.RunRecoverParams) (r
 		recovered, exhausted = nil, nil
 		now := nowOr(p.Now)
 		ts := formatTime(now)
-		ids, err := selectIDs(ctx, tx, `SELECT id FROM workflow_runs WHERE status = 'running' AND heartbeat_at < ?
-			ORDER BY heartbeat_at LIMIT ?`, formatTime(p.StaleBefore), max(p.Limit, 1))
+		ids, err := selectIDs(ctx, tx, stuckRunsQuery, formatTime(p.StaleBefore), max(p.Limit, 1))
 		if err != nil {
 			return err
 		}
