@@ -111,6 +111,11 @@ type Config struct {
 	MaxRefusals int
 	// Senders bounds concurrent Slack writes across threads (default 4).
 	Senders int
+	// InboxRetention keeps processed deliveries this long (default 7 days,
+	// far past Slack's redelivery window); OutboxRetention keeps sent
+	// messages (default 30 days; hold cards are kept for good).
+	InboxRetention  time.Duration
+	OutboxRetention time.Duration
 }
 
 func (c *Config) defaults() {
@@ -128,6 +133,12 @@ func (c *Config) defaults() {
 	}
 	if c.Senders <= 0 {
 		c.Senders = 4
+	}
+	if c.InboxRetention <= 0 {
+		c.InboxRetention = 7 * 24 * time.Hour
+	}
+	if c.OutboxRetention <= 0 {
+		c.OutboxRetention = 30 * 24 * time.Hour
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 }
@@ -247,8 +258,30 @@ func (b *Bridge) Start(ctx context.Context) error {
 	wg.Go(func() { b.loop(ctx, "inbox", b.inboxWake, b.processInbox) })
 	wg.Go(func() { b.loop(ctx, "mirror", b.mirrorWake, b.mirrorOnce) })
 	wg.Go(func() { b.sendLoop(ctx) })
+	wg.Go(func() { b.pruneLoop(ctx) })
 	wg.Wait()
 	return nil
+}
+
+// pruneLoop deletes old inbox and outbox rows at start and then hourly, so
+// the tables hold recent history, not all of it.
+func (b *Bridge) pruneLoop(ctx context.Context) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		n, err := b.store.SlackPrune(ctx, now.Add(-b.cfg.InboxRetention), now.Add(-b.cfg.OutboxRetention))
+		if err != nil && ctx.Err() == nil {
+			b.log.ErrorContext(ctx, "slack: pruning inbox and outbox", slog.Any("error", err))
+		} else if n > 0 {
+			b.log.InfoContext(ctx, "slack: pruned old inbox and outbox rows", slog.Int64("rows", n))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // identify learns the bot's own ids, so its messages are never treated as

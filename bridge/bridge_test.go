@@ -193,6 +193,11 @@ func TestEnqueueOnceAcrossRedeliveries(t *testing.T) {
 	require.Len(t, enq, 1)
 	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:C7:"+root)
 	require.NoError(t, err)
+	evs, err := tb.sessions.Events(tb.ctx, ses.ID, time.Time{}, 100)
+	require.NoError(t, err)
+	require.Len(t, evs, 1, "the request is in the transcript once")
+	require.Equal(t, "user_message", evs[0].Type)
+	require.Equal(t, true, evs[0].Payload["mention"])
 	require.Equal(t, bridge.EnqueueParams{
 		Command: "/draft-memo", DedupeKey: "slack:C7:" + msgTS, SessionID: ses.ID, OwnerUID: "slack:U1",
 		Payload: map[string]any{

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"unicode"
 
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -38,34 +39,64 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	say := func(text string) error { return b.reply(ctx, it, "r", m.Channel, root, text) }
 	cmd := ParseCommand(text)
 
+	isWorkflow := false
 	switch cmd.Name {
-	case "", "help":
+	case "", "help", "workflows", "status", "terminate", "compact", "policy", "approve", "reject", "run":
+	default:
+		_, err := b.store.WorkflowGetByCommand(ctx, "/"+cmd.Name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if err != nil {
+			// A chat turn: the sessions runtime records the message itself.
+			err = b.sessions.Message(ctx, ses.ID, unescape(text), actor(m.User))
+			if errors.Is(err, store.ErrConflict) {
+				return say(":hourglass_flowing_sand: I'm still answering the previous message in this thread. Send this again when I'm done, or mention me with `terminate` to stop me.")
+			}
+			if err != nil {
+				return fmt.Errorf("chat turn: %w", err)
+			}
+			return nil
+		}
+		isWorkflow = true
+	}
+	// A command is kept in the transcript too, before its effects (a run's
+	// events, a policy change) so the transcript reads in order.
+	if _, err := b.store.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: "user_message", Actor: actor(m.User),
+		Payload: map[string]any{"text": unescape(text), "user": m.User, "channel": m.Channel, "ts": m.TS, "mention": true}}); err != nil {
+		return fmt.Errorf("record the mention: %w", err)
+	}
+
+	switch {
+	case isWorkflow:
+		return b.enqueue(ctx, it, m, root, ses.ID, cmd.Name, cmd.Arg, log)
+	case cmd.Name == "" || cmd.Name == "help":
 		return say(helpText)
-	case "workflows":
+	case cmd.Name == "workflows":
 		return say(b.workflowList(ctx))
-	case "status", "terminate", "compact":
+	case cmd.Name == "status" || cmd.Name == "terminate" || cmd.Name == "compact":
 		out, err := b.sessions.Command(ctx, ses.ID, "/"+cmd.Name, actor(m.User))
 		if err != nil {
-			return say(fmt.Sprintf(":warning: `%s` failed: %s", cmd.Name, err))
+			return say(fmt.Sprintf(":warning: `%s` failed: %s", cmd.Name, esc(err.Error())))
 		}
 		if out == "" {
 			out = fmt.Sprintf("Done: `%s`.", cmd.Name)
 		}
 		return say(out)
-	case "policy":
+	case cmd.Name == "policy":
 		p := strings.ToLower(cmd.Arg)
 		if p != "manual" && p != "auto" && p != "yolo" {
 			return say("Usage: `policy manual|auto|yolo` — `manual` holds every output, `auto` follows each workflow's policy, `yolo` holds nothing.")
 		}
 		if err := b.sessions.SetPolicy(ctx, ses.ID, p, actor(m.User)); err != nil {
-			return say(fmt.Sprintf(":warning: could not set the policy: %s", err))
+			return say(fmt.Sprintf(":warning: could not set the policy: %s", esc(err.Error())))
 		}
 		return say(fmt.Sprintf("Policy for this thread is now `%s`.", p))
-	case "approve", "reject":
+	case cmd.Name == "approve" || cmd.Name == "reject":
 		return b.decideInThread(ctx, it, m, root, ses.ID, cmd)
-	case "run":
+	default: // run
 		name, brief := cmd.Arg, ""
-		if i := strings.IndexAny(name, " \t\n"); i >= 0 {
+		if i := strings.IndexFunc(name, unicode.IsSpace); i >= 0 {
 			name, brief = name[:i], strings.TrimSpace(name[i:])
 		}
 		if name == "" {
@@ -73,19 +104,6 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 		}
 		return b.enqueue(ctx, it, m, root, ses.ID, strings.ToLower(strings.TrimPrefix(name, "/")), brief, log)
 	}
-	if _, err := b.store.WorkflowGetByCommand(ctx, "/"+cmd.Name); err == nil {
-		return b.enqueue(ctx, it, m, root, ses.ID, cmd.Name, cmd.Arg, log)
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	err = b.sessions.Message(ctx, ses.ID, unescape(text), actor(m.User))
-	if errors.Is(err, store.ErrConflict) {
-		return say(":hourglass_flowing_sand: I'm still answering the previous message in this thread. Send this again when I'm done, or mention me with `terminate` to stop me.")
-	}
-	if err != nil {
-		return fmt.Errorf("chat turn: %w", err)
-	}
-	return nil
 }
 
 func (b *Bridge) workflowList(ctx context.Context) string {

@@ -16,7 +16,7 @@ import (
 
 func TestSocketModeStoresThenAcks(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, standIns())
+	tb := setup(t, setupOpts{real: true})
 	api := slack.New("xoxb-test", slack.OptionAppLevelToken("xapp-test"), slack.OptionAPIURL(tb.slack.APIURL()))
 	client := socketmode.New(api)
 	done := make(chan error, 1)
@@ -45,12 +45,19 @@ func TestSocketModeStoresThenAcks(t *testing.T) {
 	ack("env-2")
 	tb.waitPost(t, "C9", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "Holdfast") })
 
-	click, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]any{"id": "UNOBODY"},
-		"channel": map[string]any{"id": "C9"}, "message": map[string]any{"ts": "5.5", "thread_ts": root},
-		"actions": []any{map[string]any{"action_id": "hold_approve", "block_id": "hold:hld_9", "value": "hld_9"}}})
-	require.NoError(t, tb.slack.SendEnvelope("env-3", "interactive", click))
+	// A workflow and its hold card, then a click over the socket.
+	require.NoError(t, tb.slack.SendEnvelope("env-3", "events_api", eventBody("EvS2", mention("C9", "U1", tb.ts(), root, "draft-memo Sockets"))))
 	ack("env-3")
-	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 10*time.Second, 5*time.Millisecond)
+	card, holdID := tb.holdCard(t, "C9", root)
+	click, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]any{"id": "USTEWARD"},
+		"channel": map[string]any{"id": "C9"}, "message": map[string]any{"ts": card.TS, "thread_ts": root},
+		"actions": []any{map[string]any{"action_id": "hold_approve", "block_id": "hold:" + holdID, "value": holdID}}})
+	require.NoError(t, tb.slack.SendEnvelope("env-4", "interactive", click))
+	ack("env-4")
+	require.Eventually(t, func() bool { return len(tb.updates("C9", card.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	tb.waitPost(t, "C9", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Memo dispatched") })
+	// help, queued, started, card, approved line, memo lead and memo: nothing twice.
+	require.Eventually(t, func() bool { return len(tb.posts("C9", root)) == 7 }, 10*time.Second, 5*time.Millisecond)
 	tb.inboxDrained(t)
-	require.Len(t, tb.posts("C9", root), 1)
+	require.Len(t, tb.posts("C9", root), 7)
 }

@@ -42,6 +42,13 @@ type SlackStore interface {
 	// in the table with its error, status failed), unblocking its queue.
 	SlackOutboxFail(ctx context.Context, id int64, errMsg string) error
 
+	// SlackPrune deletes processed inbox deliveries received before
+	// inboxBefore (past Slack's redelivery window, they dedupe nothing) and
+	// sent outbox messages created before outboxBefore, except hold cards,
+	// whose ts a later decision's chat.update still needs. Failed messages
+	// are kept. Answers how many rows went.
+	SlackPrune(ctx context.Context, inboxBefore, outboxBefore time.Time) (int64, error)
+
 	// SlackMirrorEvents lists transcript events of sessions tagged "slack:…"
 	// with id > afterID, oldest first, each with that tag.
 	SlackMirrorEvents(ctx context.Context, afterID int64, limit int) ([]*SlackMirrorEvent, error)

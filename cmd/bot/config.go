@@ -31,6 +31,7 @@ type config struct {
 	SlackAPIURL    string
 	SlackStewards  string
 	SlackHoldsChan string
+	SlackAllowBots string
 }
 
 type setting struct {
@@ -60,6 +61,7 @@ func (c *config) settings() []setting {
 		{"SLACK_API_URL", "slack-api-url", "", "Slack Web API base URL", &c.SlackAPIURL},
 		{"SLACK_STEWARDS", "slack-stewards", "", "Slack user IDs allowed to decide holds, comma-separated", &c.SlackStewards},
 		{"SLACK_HOLDS_CHANNEL", "slack-holds-channel", "", "also post hold cards in this channel", &c.SlackHoldsChan},
+		{"SLACK_ALLOW_BOTS", "slack-allow-bots", "false", "treat other bots' Slack messages as input (never the bot's own): true or false", &c.SlackAllowBots},
 	}
 }
 
@@ -118,6 +120,9 @@ func (c *config) validate() error {
 	}
 	if c.SlackBotToken != "" && c.SlackAppToken == "" && c.SlackSigning == "" {
 		return fmt.Errorf("config: Slack HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN for Socket Mode)")
+	}
+	if c.SlackAllowBots != "true" && c.SlackAllowBots != "false" {
+		return fmt.Errorf("config: SLACK_ALLOW_BOTS must be true or false, got %q", c.SlackAllowBots)
 	}
 	if c.BaseURL == "" {
 		c.BaseURL = "http://" + c.Addr

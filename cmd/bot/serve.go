@@ -170,7 +170,8 @@ func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engi
 		opts = append(opts, slack.OptionAppLevelToken(c.SlackAppToken))
 	}
 	api := slack.New(c.SlackBotToken, opts...)
-	b := bridge.New(bridge.Config{SigningSecret: c.SlackSigning, BaseURL: c.BaseURL, HoldsChannel: c.SlackHoldsChan},
+	b := bridge.New(bridge.Config{SigningSecret: c.SlackSigning, BaseURL: c.BaseURL, HoldsChannel: c.SlackHoldsChan,
+		AllowBots: c.SlackAllowBots == "true"},
 		db, api, bridge.EngineService(eng, db), bridge.SessionsService(sess), log)
 	if err := eng.Registry().Register(b); err != nil {
 		return nil, nil, fmt.Errorf("slack metrics: %w", err)

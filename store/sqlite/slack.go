@@ -322,3 +322,39 @@ func (db *DB) SlackMirrorAdvance(ctx context.Context, eventID int64, msgs []*sto
 	}
 	return n, nil
 }
+
+// SlackPrune deletes old processed deliveries and sent messages in batches,
+// oldest first; each batch is its own short transaction so the writer is
+// never held for long.
+func (db *DB) SlackPrune(ctx context.Context, inboxBefore, outboxBefore time.Time) (int64, error) {
+	var total int64
+	for _, q := range []struct {
+		query string
+		arg   string
+	}{
+		{`DELETE FROM slack_inbox WHERE id IN (SELECT id FROM slack_inbox
+			WHERE processed_at IS NOT NULL AND received_at < ? ORDER BY id LIMIT 500)`, formatTime(inboxBefore)},
+		{`DELETE FROM slack_outbox WHERE id IN (SELECT id FROM slack_outbox
+			WHERE status = 'sent' AND created_at < ? AND dedupe_key NOT LIKE 'card:%' ORDER BY id LIMIT 500)`, formatTime(outboxBefore)},
+	} {
+		for {
+			var n int64
+			err := db.tx(ctx, func(tx *sql.Tx) error {
+				res, err := tx.ExecContext(ctx, q.query, q.arg)
+				if err != nil {
+					return err
+				}
+				n, err = res.RowsAffected()
+				return err
+			})
+			if err != nil {
+				return total, fmt.Errorf("slack prune: %w", err)
+			}
+			total += n
+			if n < 500 {
+				break
+			}
+		}
+	}
+	return total, nil
+}

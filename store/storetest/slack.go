@@ -108,6 +108,49 @@ func runSlack(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
+	t.Run("SlackPrune", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		_, err := s.SlackInboxAdd(ctx, []*store.SlackInboxAddParams{{Key: "old", Kind: store.SlackKindEvent, Body: []byte(`{}`)},
+			{Key: "pending", Kind: store.SlackKindEvent, Body: []byte(`{}`)}})
+		require.NoError(t, err)
+		p, err := s.SlackInboxPending(ctx, 10)
+		require.NoError(t, err)
+		require.NoError(t, s.SlackInboxDone(ctx, p[0].ID, ""))
+		msg := func(key string) *store.SlackOutboxAddParams {
+			return &store.SlackOutboxAddParams{DedupeKey: key, Queue: "C1:" + key, Method: store.SlackPost, Channel: "C1", Text: key}
+		}
+		_, err = s.SlackOutboxAdd(ctx, []*store.SlackOutboxAddParams{msg("ev:1"), msg("card:hld_1:thread"), msg("ev:2"), msg("ev:3")})
+		require.NoError(t, err)
+		due, err := s.SlackOutboxDue(ctx, time.Now(), 10)
+		require.NoError(t, err)
+		require.NoError(t, s.SlackOutboxSent(ctx, due[0].ID, "1.1"))
+		require.NoError(t, s.SlackOutboxSent(ctx, due[1].ID, "1.2"))
+		require.NoError(t, s.SlackOutboxFail(ctx, due[2].ID, "channel_not_found"))
+
+		n, err := s.SlackPrune(ctx, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour))
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing is old enough yet")
+		n, err = s.SlackPrune(ctx, time.Now().Add(time.Hour), time.Now().Add(time.Hour))
+		require.NoError(t, err)
+		require.Equal(t, int64(2), n, "the processed delivery and the sent message")
+
+		p, err = s.SlackInboxPending(ctx, 10)
+		require.NoError(t, err)
+		require.Len(t, p, 1, "unprocessed deliveries stay")
+		added, err := s.SlackInboxAdd(ctx, []*store.SlackInboxAddParams{{Key: "pending", Kind: store.SlackKindEvent, Body: []byte(`{}`)}})
+		require.NoError(t, err)
+		require.Equal(t, []bool{false}, added)
+		for key, want := range map[string]bool{"ev:1": false, "card:hld_1:thread": true, "ev:2": true, "ev:3": true} {
+			_, err := s.SlackOutboxGetByKey(ctx, key)
+			if want {
+				require.NoError(t, err, "%s is kept (a card, failed or pending)", key)
+			} else {
+				require.ErrorIs(t, err, store.ErrNotFound, key)
+			}
+		}
+	})
+
 	t.Run("SlackMirrorCursor", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
