@@ -806,3 +806,44 @@ func TestSchedulerEnqueuesTheMissedSlotAtStart(t *testing.T) {
 	require.Equal(t, "/hourly", it.Command)
 	require.Equal(t, "engine", it.OwnerUID)
 }
+
+func TestModelErrorKinds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name    string
+		fail    int32
+		block   bool
+		timeout string
+		want    string
+	}{
+		{"ServerErrorsExhaustRetries", 500, false, "30s", KindModelTransient},
+		{"BadRequestIsNotRetried", 400, false, "30s", KindModel},
+		{"StepTimeout", 0, true, "200ms", KindTimeout},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, setupOpts{noStart: true, blockLLM: c.block})
+			b.llm.Fail.Store(c.fail)
+			doc := strings.Replace(wfDoc("/m"), "- **Timeout** `30s`", "- **Timeout** `"+c.timeout+"`\n- **Model** `openai:m`\n- **Retries** `1`", 1)
+			_, _, err := b.lib.ImportWorkflow(ctx, "", doc)
+			require.NoError(t, err)
+			it := b.enqueue(t, EnqueueParams{Command: "/m", Payload: map[string]any{"brief": "x"}})
+			res, err := b.eng.RunPass(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, res.FailedItems)
+			r, err := b.db.RunGetByID(ctx, store.RunIDForItem(it.ID))
+			require.NoError(t, err)
+			require.Equal(t, store.RunFailed, r.Status)
+			require.Equal(t, c.want, r.ErrorKind, r.Error)
+			require.Equal(t, c.want, r.Steps[1].ErrorKind)
+			if c.fail == 500 {
+				require.Equal(t, 2, r.Steps[1].Attempts, "one retry")
+				require.Equal(t, int64(2), b.llm.Calls())
+			}
+			if c.fail == 400 {
+				require.Equal(t, int64(1), b.llm.Calls())
+			}
+		})
+	}
+}

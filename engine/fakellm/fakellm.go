@@ -19,6 +19,9 @@ type Server struct {
 	*httptest.Server
 	calls   atomic.Int64
 	arrived chan struct{}
+	// Fail, when set to an HTTP status, makes every call answer that status
+	// with an OpenAI-shaped error body.
+	Fail atomic.Int32
 
 	mu      sync.Mutex
 	blocked chan struct{} // nil when answering
@@ -75,6 +78,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	select {
 	case s.arrived <- struct{}{}:
 	default:
+	}
+	if code := int(s.Fail.Load()); code != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+			"message": http.StatusText(code), "type": "fake_error", "param": nil, "code": nil}})
+		return
 	}
 	s.mu.Lock()
 	blocked := s.blocked
