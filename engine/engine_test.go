@@ -37,9 +37,10 @@ type testBundle struct {
 }
 
 type setupOpts struct {
-	cfg      Config
-	noStart  bool
-	blockLLM bool
+	cfg       Config
+	scheduler bool
+	noStart   bool
+	blockLLM  bool
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -53,7 +54,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	t.Cleanup(b.llm.Close)
 	cfg := o.cfg
 	cfg.Now = b.clock.Now
-	cfg.DisableScheduler = true
+	cfg.DisableScheduler = !o.scheduler
 	if cfg.Workers == 0 {
 		cfg.Workers = 4
 	}
@@ -762,4 +763,46 @@ func listEvents(path, sessionID string) ([]string, error) {
 		out = append(out, typ)
 	}
 	return out, rows.Err()
+}
+
+func TestSchedulerEnqueuesTheMissedSlotAtStart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.db")
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	doc := strings.Replace(wfDoc("/hourly"), "- **Status**", "- **Invoke** `every 1h`\n- **Status**", 1)
+	_, _, err = library.New(db, nil).ImportWorkflow(ctx, "", doc)
+	require.NoError(t, err)
+
+	e := New(Config{PassInterval: time.Hour}, db, model.NewRegistry("template", model.Config{}), nil)
+	finished := make(chan Event, 16)
+	e.Subscribe(func(ev Event) {
+		if ev.Kind == EventRunFinished {
+			finished <- ev
+		}
+	})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = e.Start(runCtx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	var ev Event
+	select {
+	case ev = <-finished:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the missed slot was never run")
+	}
+	it, err := db.QueueItemGetByID(ctx, ev.ItemID)
+	require.NoError(t, err)
+	want := time.Now().UTC().Truncate(time.Hour)
+	if time.Now().UTC().Sub(want) < time.Second { // started right on the hour
+		t.Skip("slot boundary")
+	}
+	require.Equal(t, want.Format(time.RFC3339), it.DedupeKey, "the dedupe key is the slot time")
+	require.Equal(t, "/hourly", it.Command)
+	require.Equal(t, "engine", it.OwnerUID)
 }

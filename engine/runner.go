@@ -220,7 +220,11 @@ func (x *exec) step(ctx context.Context, i int, st workflow.Step) error {
 	start := x.e.cfg.Now()
 	rec := &x.steps[i]
 	*rec = store.RunStep{Kind: st.Kind, Status: StepRunning, StartedAt: &start}
-	stop := x.heartbeatDuring(ctx)
+	stop := func() {}
+	if st.Kind == workflow.KindProcess {
+		// Only a model call can outlast StuckRun; other steps are local.
+		stop = x.heartbeatDuring(ctx)
+	}
 	err := x.doStep(ctx, rec, st)
 	stop()
 	dur := x.e.cfg.Now().Sub(start)

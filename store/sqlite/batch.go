@@ -27,23 +27,37 @@ type writeReq struct {
 	ctx  context.Context
 	fn   func(tx *sql.Tx) error
 	done chan error
+	// rerun says fn may be run again after a rollback (see write).
+	rerun bool
 }
 
-// write is tx for functions that take the statement context as an argument.
-// That context never cancels: once a write function starts, it runs to the
-// end (its caller's cancellation is honoured before it starts), which spares
-// the driver a goroutine per statement (go-sqlite3 watches any cancellable
-// context with one) — on the writer, the hottest loop of the service.
+// write is tx for the engine's hot writes, with two differences.
+//
+// fn gets a context that never cancels: once a write function starts it runs
+// to the end (its caller's cancellation is honoured before it starts), which
+// spares the driver a goroutine per statement (go-sqlite3 watches any
+// cancellable context with one).
+//
+// fn may be run more than once: a batch made only of such functions runs
+// without savepoints, and if one fails the whole transaction is rolled back
+// and the batch re-run the careful way. So fn must set, never accumulate,
+// what it reports to its caller. Savepoints are not free: each one makes
+// FTS5 flush its pending terms into a new segment, so a batch of memo
+// inserts would otherwise write one index segment per memo.
 func (db *DB) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	wctx := context.WithoutCancel(ctx)
-	return db.tx(ctx, func(tx *sql.Tx) error { return fn(wctx, tx) })
+	return db.submit(ctx, func(tx *sql.Tx) error { return fn(wctx, tx) }, true)
 }
 
 // tx runs fn in a write transaction, possibly shared with other callers'
 // functions (see above). fn must do all its work through tx and must not call
 // tx itself. The returned error is fn's (interpreted), or the commit's.
 func (db *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	return db.submit(ctx, fn, false)
+}
+
+func (db *DB) submit(ctx context.Context, fn func(tx *sql.Tx) error, rerun bool) error {
+	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1), rerun: rerun}
 	select {
 	case db.writes <- req:
 	case <-db.stop:
@@ -112,6 +126,18 @@ func (db *DB) runBatch(batch []*writeReq) {
 		finish(err)
 		return
 	}
+	if len(batch) > 1 && rerunnable(batch) {
+		if db.runOptimistic(tx, batch, results) {
+			finish(tx.Commit())
+			return
+		}
+		_ = tx.Rollback()
+		clear(results)
+		if tx, err = db.w.BeginTx(ctx, nil); err != nil {
+			finish(err)
+			return
+		}
+	}
 	if len(batch) == 1 {
 		req := batch[0]
 		if err := req.ctx.Err(); err != nil {
@@ -152,6 +178,30 @@ func (db *DB) runBatch(batch []*writeReq) {
 		}
 	}
 	finish(tx.Commit())
+}
+
+func rerunnable(batch []*writeReq) bool {
+	for _, req := range batch {
+		if !req.rerun {
+			return false
+		}
+	}
+	return true
+}
+
+// runOptimistic runs the batch with no savepoints and reports whether every
+// function succeeded; if not, the caller rolls back and runs it carefully.
+func (db *DB) runOptimistic(tx *sql.Tx, batch []*writeReq, results []error) bool {
+	for i, req := range batch {
+		if err := req.ctx.Err(); err != nil {
+			results[i] = err // not run, so nothing to undo
+			continue
+		}
+		if call(req.fn, tx) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // call runs fn, turning a panic into that caller's error so that one bad

@@ -53,3 +53,52 @@ func TestBatchIsolatesFailures(t *testing.T) {
 		}
 	}
 }
+
+// TestOptimisticBatchFallsBack: a batch of re-runnable writes runs without
+// savepoints; when one fails, the batch is rolled back and re-run with
+// savepoints, so the others still commit once and the failure leaves nothing.
+func TestOptimisticBatchFallsBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := Open(ctx, Config{Path: filepath.Join(t.TempDir(), "b.db")})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+
+	runs := map[string]int{}
+	insert := func(title string, fail error) func(tx *sql.Tx) error {
+		return func(tx *sql.Tx) error {
+			runs[title]++
+			if _, err := memoCreateTx(ctx, tx, store.NewID("mem"), &store.MemoCreateParams{Title: title, Body: "b"}); err != nil {
+				return err
+			}
+			return fail
+		}
+	}
+	boom := errors.New("boom")
+	mk := func(fn func(tx *sql.Tx) error) *writeReq {
+		return &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1), rerun: true}
+	}
+	ok := []*writeReq{mk(insert("a", nil)), mk(insert("b", nil))}
+	db.runBatch(ok)
+	require.NoError(t, <-ok[0].done)
+	require.NoError(t, <-ok[1].done)
+	require.Equal(t, map[string]int{"a": 1, "b": 1}, runs, "no failure, no re-run")
+
+	mixed := []*writeReq{mk(insert("c", nil)), mk(insert("doomed", boom)), mk(insert("d", nil))}
+	db.runBatch(mixed)
+	require.NoError(t, <-mixed[0].done)
+	require.ErrorIs(t, <-mixed[1].done, boom)
+	require.NoError(t, <-mixed[2].done)
+	require.Equal(t, 2, runs["c"], "re-run after the rollback")
+	for title, want := range map[string]int{"a": 1, "c": 1, "d": 1, "doomed": 0} {
+		ms, err := db.MemoSearch(ctx, &store.MemoSearchParams{Query: title})
+		require.NoError(t, err)
+		n := 0
+		for _, m := range ms {
+			if m.Title == title {
+				n++
+			}
+		}
+		require.Equal(t, want, n, title)
+	}
+}

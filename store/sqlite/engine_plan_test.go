@@ -38,8 +38,8 @@ func TestEngineQueriesUseIndexes(t *testing.T) {
 	}{
 		"Claim":             {claimQuery, []any{"t", 3}, "queue_items_status"},
 		"PendingCount":      {pendingCountQuery, nil, "queue_items_status"},
-		"StuckRuns":         {stuckRunsQuery, []any{"t", 5}, "runs_status_heartbeat"},
-		"ApprovedRuns":      {approvedRunsQuery, []any{5}, "runs_status_decision"},
+		"StuckRuns":         {stuckRunsQuery, []any{"t", 5}, "runs_stuck"},
+		"ApprovedRuns":      {approvedRunsQuery, []any{5}, "runs_approved"},
 		"ExpiredHolds":      {expiredHoldsQuery, []any{"t", 5}, "holds_status_expiry"},
 		"RunsByStatus":      {`SELECT ` + runColumns + runFrom + ` WHERE r.status = ? ORDER BY r.created_at DESC LIMIT ?`, []any{"running", 5}, "runs_status_created"},
 		"RunsNewest":        {`SELECT ` + runColumns + runFrom + ` ORDER BY r.created_at DESC LIMIT ?`, []any{5}, "runs_created"},
@@ -55,8 +55,8 @@ func TestEngineQueriesUseIndexes(t *testing.T) {
 		if !strings.HasSuffix(name, "OfSession") { // a session has a handful of runs and holds; sorting them is free
 			require.NotContains(t, got, "TEMP B-TREE", "%s sorts:\n%s", name, got)
 		}
-		if name != "RunsNewest" && name != "HoldsHistory" && name != "QueueCountsByStat" {
-			require.NotRegexp(t, `(?m)^SCAN `, got, "%s scans:\n%s", name, got)
-		}
+		// Walking an index (a partial one, or newest-first under a LIMIT)
+		// is fine; a bare table scan is not.
+		require.NotRegexp(t, `(?m)^SCAN \w+$`, got, "%s scans:\n%s", name, got)
 	}
 }

@@ -180,7 +180,7 @@ func (db *DB) HoldDecide(ctx context.Context, p *store.HoldDecideParams) (*store
 		refusal error
 	)
 	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		refusal = nil
+		h, refusal = nil, nil
 		now := nowOr(p.Now)
 		ts := formatTime(now)
 		cur, err := holdGet(ctx, tx, p.HoldID)

@@ -70,6 +70,7 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 		payload = map[string]any{}
 	}
 	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		it, created = nil, false
 		now := formatTime(time.Now())
 		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_queue_items (id, owner_uid, workflow_memo_id, command,
 			dedupe_key, payload, session_id, target_version, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)

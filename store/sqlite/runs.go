@@ -379,10 +379,10 @@ func selectIDs(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]string
 }
 
 const (
-	approvedRunsQuery = `SELECT id FROM workflow_runs WHERE status = 'suspended' AND decision = 'approved'
-		ORDER BY updated_at LIMIT ?`
-	stuckRunsQuery = `SELECT id FROM workflow_runs WHERE status = 'running' AND heartbeat_at < ?
-		ORDER BY heartbeat_at LIMIT ?`
+	approvedRunsQuery = `SELECT id FROM workflow_runs INDEXED BY runs_approved
+		WHERE status = 'suspended' AND decision = 'approved' ORDER BY updated_at LIMIT ?`
+	stuckRunsQuery = `SELECT id FROM workflow_runs INDEXED BY runs_stuck
+		WHERE status = 'running' AND heartbeat_at < ? ORDER BY heartbeat_at LIMIT ?`
 )
 
 // RunResumeApproved takes over approved suspended runs, oldest decision first.
