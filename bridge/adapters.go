@@ -18,6 +18,7 @@ type engineAdapter struct {
 	st store.Store
 }
 
+// Enqueue implements Engine.
 func (a engineAdapter) Enqueue(ctx context.Context, p EnqueueParams) (string, bool, error) {
 	it, created, err := a.e.Enqueue(ctx, engine.EnqueueParams{Command: p.Command, DedupeKey: p.DedupeKey,
 		Payload: p.Payload, SessionID: p.SessionID, OwnerUID: p.OwnerUID})
@@ -39,6 +40,7 @@ func (a engineAdapter) Decide(ctx context.Context, p DecideParams) (*DecideResul
 	return &DecideResult{Status: h.Status, Approvals: len(h.Approvals), Required: h.RequiredApprovals}, nil
 }
 
+// OpenHold implements Engine from the store's open holds of the session.
 func (a engineAdapter) OpenHold(ctx context.Context, sessionID string) (string, error) {
 	hs, err := a.st.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, SessionID: sessionID, Limit: 50})
 	if err != nil {
@@ -55,21 +57,27 @@ func SessionsService(s *sessions.Service) Sessions { return sessionsAdapter{s} }
 
 type sessionsAdapter struct{ s *sessions.Service }
 
+// ResolveTag implements Sessions; the runtime classifies the slack: tag as
+// a channel session.
 func (a sessionsAdapter) ResolveTag(ctx context.Context, tag string, p NewSession) (*store.Session, error) {
 	return a.s.ResolveTag(ctx, tag, sessions.CreateParams{Title: p.Title, Context: p.Context,
 		Source: sessions.Source{Via: sessions.ViaSlack, UserID: p.Actor}})
 }
 
+// Message implements Sessions: the turn runs in the background, so the
+// inbox worker never waits on a model.
 func (a sessionsAdapter) Message(ctx context.Context, id, text, actor string) error {
 	_, err := a.s.Message(ctx, id, text, actor, true)
 	return err
 }
 
+// SetPolicy implements Sessions.
 func (a sessionsAdapter) SetPolicy(ctx context.Context, id, policy, actor string) error {
 	_, err := a.s.SetPolicy(ctx, id, policy, actor)
 	return err
 }
 
+// Command implements Sessions, phrasing the runtime's result for a thread.
 func (a sessionsAdapter) Command(ctx context.Context, id, command, actor string) (string, error) {
 	res, err := a.s.Command(ctx, id, command, actor)
 	if err != nil {
