@@ -847,3 +847,43 @@ func TestModelErrorKinds(t *testing.T) {
 		})
 	}
 }
+
+func TestShutdownReleasesInFlightRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{noStart: true, blockLLM: true})
+	doc := strings.Replace(wfDoc("/slow"), "## Policy\n", "## Policy\n- **Model** `openai:slow-model`\n", 1)
+	_, _, err := b.lib.ImportWorkflow(ctx, "", doc)
+	require.NoError(t, err)
+	it := b.enqueue(t, EnqueueParams{Command: "/slow", Payload: map[string]any{"brief": "x"}})
+
+	first := New(Config{Workers: 1, StuckRun: time.Hour, PassInterval: time.Hour, DisableScheduler: true}, b.db,
+		model.NewRegistry("template", model.Config{OpenAIBaseURL: b.llm.URL, HTTPClient: b.llm.Client()}), nil)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = first.Start(runCtx)
+	}()
+	select {
+	case <-b.llm.Arrived():
+	case <-time.After(10 * time.Second):
+		t.Fatal("model was never called")
+	}
+	stop()
+	<-done // Start returns only once its worker has let go of the run
+
+	r, err := b.db.RunGetByID(ctx, store.RunIDForItem(it.ID))
+	require.NoError(t, err)
+	require.Equal(t, store.RunRunning, r.Status, "shutdown neither fails nor finishes the run")
+	b.llm.Unblock()
+	// Released, so the next process recovers it at once, not after StuckRun (1h).
+	second := New(Config{Workers: 1, StuckRun: time.Hour, DisableScheduler: true}, b.db,
+		model.NewRegistry("template", model.Config{OpenAIBaseURL: b.llm.URL, HTTPClient: b.llm.Client()}), nil)
+	res, err := second.RunPass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Recovered)
+	r, err = b.db.RunGetByID(ctx, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.RunSucceeded, r.Status, r.Error)
+}
