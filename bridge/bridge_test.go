@@ -341,3 +341,26 @@ func TestEnvelopeJSON(t *testing.T) {
 	b, _ := json.Marshal(m)
 	require.Contains(t, string(b), `"channel":"C1"`)
 }
+
+func TestDirectMessages(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, standIns())
+	// A DM needs no mention: it starts a session on its own ts and is
+	// answered in that thread; a reply in the thread continues it.
+	root := tb.ts()
+	dm := message("D1", "U1", root, "", "hello from a DM")
+	dm["channel_type"] = "im"
+	tb.event(t, "EvDM1", dm)
+	tb.waitPost(t, "D1", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Session commands") })
+	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:D1:"+root)
+	require.NoError(t, err)
+	require.Equal(t, "slack", ses.Platform)
+
+	next := message("D1", "U1", tb.ts(), root, "help")
+	next["channel_type"] = "im"
+	tb.event(t, "EvDM2", next)
+	tb.waitPost(t, "D1", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "policy manual|auto|yolo") })
+	again, err := tb.store.SessionGetByTag(tb.ctx, "slack:D1:"+root)
+	require.NoError(t, err)
+	require.Equal(t, ses.ID, again.ID)
+}
