@@ -733,6 +733,7 @@ func TestScheduleEnqueuesMissedSlotOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	slot := list[0].sched.Prev(time.Now())
+	require.False(t, slot.After(list[0].since), "the latest slot predates the new workflow, so a first start does not owe it")
 	for range 2 { // two starts, one item
 		b.eng.enqueueSlot(ctx, list[0], slot)
 	}
@@ -773,8 +774,15 @@ func TestSchedulerEnqueuesTheMissedSlotAtStart(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	doc := strings.Replace(wfDoc("/hourly"), "- **Status**", "- **Invoke** `every 1h`\n- **Status**", 1)
-	_, _, err = library.New(db, nil).ImportWorkflow(ctx, "", doc)
+	memo, _, err := library.New(db, nil).ImportWorkflow(ctx, "", doc)
 	require.NoError(t, err)
+	// The workflow has existed for a day, so the latest hourly slot is one
+	// the service missed while down (slots before a workflow existed are not).
+	raw, err := sql.Open("sqlite3", "file:"+path)
+	require.NoError(t, err)
+	_, err = raw.Exec(`UPDATE memos SET created_at = ? WHERE id = ?`, time.Now().UTC().Add(-24*time.Hour).Format("2006-01-02T15:04:05.000000Z"), memo.ID)
+	require.NoError(t, err)
+	require.NoError(t, raw.Close())
 
 	e := New(Config{PassInterval: time.Hour}, db, model.NewRegistry("template", model.Config{}), nil)
 	finished := make(chan Event, 16)
