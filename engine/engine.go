@@ -24,8 +24,10 @@ var ErrForbidden = errors.New("forbidden")
 
 // Config tunes the engine; zero values take the SPEC §1 defaults.
 type Config struct {
-	Workers      int
-	StuckRun     time.Duration
+	Workers  int
+	StuckRun time.Duration
+	// MaxRecovery bounds recoveries of one run (0: the default 5; negative:
+	// none, a stuck run settles recovery_exhausted at once).
 	MaxRecovery  int
 	PassInterval time.Duration
 	// RunnerID names this process in runs it takes (default host:pid).
@@ -50,8 +52,11 @@ func (c *Config) defaults() {
 	if c.StuckRun <= 0 {
 		c.StuckRun = 10 * time.Minute
 	}
-	if c.MaxRecovery < 0 {
-		c.MaxRecovery = 0
+	switch {
+	case c.MaxRecovery == 0:
+		c.MaxRecovery = 5
+	case c.MaxRecovery < 0:
+		c.MaxRecovery = 0 // never recover: a stuck run settles recovery_exhausted
 	}
 	if c.PassInterval <= 0 {
 		c.PassInterval = 30 * time.Second

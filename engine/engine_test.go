@@ -733,6 +733,7 @@ func TestScheduleEnqueuesMissedSlotOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	slot := list[0].sched.Prev(time.Now())
+	require.False(t, slot.After(list[0].since), "the latest slot predates the new workflow, so a first start does not owe it")
 	for range 2 { // two starts, one item
 		b.eng.enqueueSlot(ctx, list[0], slot)
 	}
@@ -773,8 +774,15 @@ func TestSchedulerEnqueuesTheMissedSlotAtStart(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	doc := strings.Replace(wfDoc("/hourly"), "- **Status**", "- **Invoke** `every 1h`\n- **Status**", 1)
-	_, _, err = library.New(db, nil).ImportWorkflow(ctx, "", doc)
+	memo, _, err := library.New(db, nil).ImportWorkflow(ctx, "", doc)
 	require.NoError(t, err)
+	// The workflow has existed for a day, so the latest hourly slot is one
+	// the service missed while down (slots before a workflow existed are not).
+	raw, err := sql.Open("sqlite3", "file:"+path)
+	require.NoError(t, err)
+	_, err = raw.Exec(`UPDATE memos SET created_at = ? WHERE id = ?`, time.Now().UTC().Add(-24*time.Hour).Format("2006-01-02T15:04:05.000000Z"), memo.ID)
+	require.NoError(t, err)
+	require.NoError(t, raw.Close())
 
 	e := New(Config{PassInterval: time.Hour}, db, model.NewRegistry("template", model.Config{}), nil)
 	finished := make(chan Event, 16)
@@ -846,4 +854,44 @@ func TestModelErrorKinds(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestShutdownReleasesInFlightRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{noStart: true, blockLLM: true})
+	doc := strings.Replace(wfDoc("/slow"), "## Policy\n", "## Policy\n- **Model** `openai:slow-model`\n", 1)
+	_, _, err := b.lib.ImportWorkflow(ctx, "", doc)
+	require.NoError(t, err)
+	it := b.enqueue(t, EnqueueParams{Command: "/slow", Payload: map[string]any{"brief": "x"}})
+
+	first := New(Config{Workers: 1, StuckRun: time.Hour, PassInterval: time.Hour, DisableScheduler: true}, b.db,
+		model.NewRegistry("template", model.Config{OpenAIBaseURL: b.llm.URL, HTTPClient: b.llm.Client()}), nil)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = first.Start(runCtx)
+	}()
+	select {
+	case <-b.llm.Arrived():
+	case <-time.After(10 * time.Second):
+		t.Fatal("model was never called")
+	}
+	stop()
+	<-done // Start returns only once its worker has let go of the run
+
+	r, err := b.db.RunGetByID(ctx, store.RunIDForItem(it.ID))
+	require.NoError(t, err)
+	require.Equal(t, store.RunRunning, r.Status, "shutdown neither fails nor finishes the run")
+	b.llm.Unblock()
+	// Released, so the next process recovers it at once, not after StuckRun (1h).
+	second := New(Config{Workers: 1, StuckRun: time.Hour, DisableScheduler: true}, b.db,
+		model.NewRegistry("template", model.Config{OpenAIBaseURL: b.llm.URL, HTTPClient: b.llm.Client()}), nil)
+	res, err := second.RunPass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Recovered)
+	r, err = b.db.RunGetByID(ctx, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.RunSucceeded, r.Status, r.Error)
 }

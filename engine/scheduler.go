@@ -16,12 +16,15 @@ const scheduleRescan = time.Minute
 type scheduled struct {
 	command string
 	sched   *workflow.Schedule
+	since   time.Time // the workflow memo's creation
 }
 
 // schedule enqueues schedule-Invoke workflows at each slot, with the slot
 // time (RFC 3339) as the dedupe key: every replica and every restart agrees
 // on the key, so a slot is enqueued once. At start the latest slot at or
-// before now is enqueued, which catches a slot missed while down.
+// before now is enqueued, which catches a slot missed while down, unless
+// that slot predates the workflow: a fresh install does not owe last
+// Monday's digest.
 func (e *Engine) schedule(ctx context.Context) {
 	first := true
 	for {
@@ -32,8 +35,8 @@ func (e *Engine) schedule(ctx context.Context) {
 		now := e.cfg.Now()
 		next := now.Add(scheduleRescan)
 		for _, s := range list {
-			if first {
-				e.enqueueSlot(ctx, s, s.sched.Prev(now))
+			if prev := s.sched.Prev(now); first && prev.After(s.since) {
+				e.enqueueSlot(ctx, s, prev)
 			}
 			if n := s.sched.Next(now); !n.IsZero() && n.Before(next) {
 				next = n
@@ -90,7 +93,7 @@ func (e *Engine) schedules(ctx context.Context) ([]scheduled, error) {
 		if len(errs) > 0 || m.Schedule == nil {
 			continue
 		}
-		out = append(out, scheduled{command: m.Command, sched: m.Schedule})
+		out = append(out, scheduled{command: m.Command, sched: m.Schedule, since: memo.CreatedAt})
 	}
 	return out, nil
 }

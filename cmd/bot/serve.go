@@ -222,7 +222,11 @@ func newEngine(c *config, db store.Store, models *model.Registry, log *slog.Logg
 			stewards = append(stewards, s)
 		}
 	}
-	cfg := engine.Config{Workers: c.Workers, StuckRun: c.StuckRun, MaxRecovery: c.MaxRecovery,
+	maxRecovery := c.MaxRecovery
+	if maxRecovery == 0 {
+		maxRecovery = -1 // HOLDFAST_MAX_RECOVERY=0 means no recoveries; the engine's 0 is "default"
+	}
+	cfg := engine.Config{Workers: c.Workers, StuckRun: c.StuckRun, MaxRecovery: maxRecovery,
 		PassInterval: c.PassInterval, SlackStewards: stewards}
 	if c.SlackBotToken != "" {
 		cfg.CanReply = bridge.CanReply // `reply` runs post into their Slack thread
