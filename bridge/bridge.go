@@ -111,6 +111,12 @@ type Config struct {
 	MaxRefusals int
 	// Senders bounds concurrent Slack writes across threads (default 4).
 	Senders int
+	// InboxWorkers bounds threads whose deliveries are handled at once
+	// (default 4); a thread's own deliveries are always handled in order.
+	InboxWorkers int
+	// InboxRetry is the pause before a failed delivery's next attempt, times
+	// the attempts so far (default 1s).
+	InboxRetry time.Duration
 	// InboxRetention keeps processed deliveries this long (default 7 days,
 	// far past Slack's redelivery window); OutboxRetention keeps sent
 	// messages (default 30 days; hold cards are kept for good).
@@ -134,6 +140,12 @@ func (c *Config) defaults() {
 	if c.Senders <= 0 {
 		c.Senders = 4
 	}
+	if c.InboxWorkers <= 0 {
+		c.InboxWorkers = 4
+	}
+	if c.InboxRetry <= 0 {
+		c.InboxRetry = time.Second
+	}
 	if c.InboxRetention <= 0 {
 		c.InboxRetention = 7 * 24 * time.Hour
 	}
@@ -155,7 +167,14 @@ type Bridge struct {
 	botUserID atomic.Value // string
 	botID     atomic.Value // string
 
-	inboxFails map[int64]int // failed attempts by delivery; the inbox worker's alone
+	// inbox is the state of the per-thread inbox workers.
+	inbox struct {
+		mu    sync.Mutex
+		busy  map[string]bool        // threads with a worker on them
+		fails map[int64]inboxFailure // deliveries waiting for a retry
+		sem   chan struct{}          // bounds workers (InboxWorkers)
+		wg    sync.WaitGroup
+	}
 
 	inboxWake  chan struct{}
 	mirrorWake chan struct{}
@@ -181,11 +200,12 @@ func New(cfg Config, st store.Store, api *slack.Client, engine Engine, sessions 
 	cfg.defaults()
 	b := &Bridge{
 		cfg: cfg, store: st, api: api, engine: engine, sessions: sessions, log: log,
-		inboxFails: map[int64]int{},
 		inboxWake:  make(chan struct{}, 1),
 		mirrorWake: make(chan struct{}, 1),
 		outboxWake: make(chan struct{}, 1),
 	}
+	b.inbox.busy, b.inbox.fails = map[string]bool{}, map[int64]inboxFailure{}
+	b.inbox.sem = make(chan struct{}, cfg.InboxWorkers)
 	b.botUserID.Store("")
 	b.botID.Store("")
 	counter := func(name, help string) prometheus.Counter {
@@ -260,7 +280,14 @@ func (b *Bridge) Start(ctx context.Context) error {
 	wg.Go(func() { b.sendLoop(ctx) })
 	wg.Go(func() { b.pruneLoop(ctx) })
 	wg.Wait()
+	b.inbox.wg.Wait() // thread workers finish (or abandon) their delivery
 	return nil
+}
+
+// inboxFailure counts a delivery's failed attempts and when to try again.
+type inboxFailure struct {
+	n    int
+	next time.Time
 }
 
 // pruneLoop deletes old inbox and outbox rows at start and then hourly, so

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -240,6 +241,32 @@ func TestInboxRetriesFailedDelivery(t *testing.T) {
 	tb.event(t, "EvF2", mention("CF", "U1", tb.ts(), root, "draft-memo Never"))
 	tb.inboxDrained(t)
 	require.Len(t, tb.posts("CF", root), 1)
+}
+
+func TestSlowThreadHoldsUpOnlyItself(t *testing.T) {
+	t.Parallel()
+	o := standIns()
+	eng := newRecordingEngine()
+	eng.gate = make(chan struct{})
+	o.engine = func(*testBundle) bridge.Engine { return eng }
+	tb := setup(t, o)
+	var once sync.Once
+	release := func() { once.Do(func() { close(eng.gate) }) }
+	t.Cleanup(release) // before the bridge stops, even when the test fails
+	tb.addWorkflow(t, "/draft-memo", "live", "Drafts")
+	slow, fast := tb.ts(), tb.ts()
+	tb.event(t, "EvW1", mention("CW", "U1", slow, "", "draft-memo a slow one"))
+	tb.event(t, "EvW2", mention("CW", "U1", fast, "", "help"))
+	tb.waitPost(t, "CW", fast, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "Holdfast") })
+	require.Empty(t, tb.posts("CW", slow), "still waiting on its engine call")
+	later := tb.ts()
+	tb.event(t, "EvW3", mention("CW", "U2", later, slow, "help"))
+	tb.event(t, "EvW4", mention("CW", "U2", tb.ts(), "", "help"))
+	tb.inboxPendingIs(t, 2) // the slow one and the message behind it in its thread
+	release()
+	tb.waitPost(t, "CW", slow, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "Holdfast") })
+	posts := tb.posts("CW", slow)
+	require.Contains(t, posts[0].Form["text"], "Queued", "the thread kept its order")
 }
 
 func TestMentionCommands(t *testing.T) {

@@ -76,7 +76,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	tb := &testBundle{ctx: ctx, store: db, slack: fakeslack.New(t), keys: map[string]string{}}
 	api := slack.New("xoxb-test", slack.OptionAPIURL(tb.slack.APIURL()))
 	cfg := bridge.Config{SigningSecret: secret, BaseURL: "http://holdfast.test", Tick: 200 * time.Millisecond,
-		BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond}
+		BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, InboxRetry: 10 * time.Millisecond}
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
@@ -261,6 +261,15 @@ func (tb *testBundle) inboxDrained(t *testing.T) {
 	require.Eventually(t, func() bool {
 		p, err := tb.store.SlackInboxPending(tb.ctx, 1)
 		return err == nil && len(p) == 0
+	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// inboxPendingIs waits until exactly n deliveries are unprocessed.
+func (tb *testBundle) inboxPendingIs(t *testing.T, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		p, err := tb.store.SlackInboxPending(tb.ctx, 100)
+		return err == nil && len(p) == n
 	}, 10*time.Second, 5*time.Millisecond)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -21,47 +22,132 @@ const inboxAttempts = 3
 // errMalformed marks deliveries no retry can help.
 var errMalformed = errors.New("malformed delivery")
 
-// processInbox handles stored deliveries in arrival order. Each is marked
-// processed once handled; one whose handling fails is tried again on a
-// later pass (the next wake-up or tick), and after inboxAttempts marked with
-// its error rather than retried forever.
+// processInbox hands stored deliveries to per-thread workers: threads run
+// in parallel (so one slow command, such as /compact on a hosted model,
+// holds up only its own thread), each thread's deliveries in arrival order.
+// It never waits for the workers; a worker that finishes wakes it again.
+// A delivery whose handling fails is tried again after a pause (the rest of
+// its thread waits for it), and after inboxAttempts it is marked with its
+// error rather than retried forever.
 func (b *Bridge) processInbox(ctx context.Context) (bool, error) {
 	items, err := b.store.SlackInboxPending(ctx, inboxBatch)
 	if err != nil {
 		return false, err
 	}
-	retrying := false
+	now := time.Now()
+	var order []string
+	threads := map[string][]*store.SlackInboxItem{}
+	blocked := map[string]bool{}
+	b.inbox.mu.Lock()
 	for _, it := range items {
-		if ctx.Err() != nil {
+		k := threadOf(it)
+		if b.inbox.busy[k] || blocked[k] {
+			continue // a worker is on it (and wakes us when done), or it waits for a retry
+		}
+		if f, ok := b.inbox.fails[it.ID]; ok && now.Before(f.next) {
+			blocked[k] = true // the thread waits for its failed delivery's retry
+			continue
+		}
+		if _, ok := threads[k]; !ok {
+			order = append(order, k)
+		}
+		threads[k] = append(threads[k], it)
+	}
+	for _, k := range order {
+		b.inbox.busy[k] = true
+	}
+	b.inbox.mu.Unlock()
+
+	for _, k := range order {
+		select {
+		case b.inbox.sem <- struct{}{}:
+		case <-ctx.Done():
+			b.inbox.mu.Lock()
+			for _, k := range order {
+				delete(b.inbox.busy, k)
+			}
+			b.inbox.mu.Unlock()
 			return false, ctx.Err()
 		}
-		done, err := b.handle(ctx, it)
-		if err != nil && ctx.Err() != nil {
-			return false, ctx.Err() // shutting down: leave it for the next start
-		}
-		if err != nil {
-			b.inboxFails[it.ID]++
-			b.log.ErrorContext(ctx, "slack: delivery failed", slog.String("key", it.Key), slog.Int("attempt", b.inboxFails[it.ID]), slog.Any("error", err))
-			if !errors.Is(err, errMalformed) && b.inboxFails[it.ID] < inboxAttempts {
-				retrying = true
-				continue
+		b.inbox.wg.Go(func() {
+			defer func() {
+				<-b.inbox.sem
+				b.inbox.mu.Lock()
+				delete(b.inbox.busy, k)
+				b.inbox.mu.Unlock()
+				wake(b.inboxWake)  // the thread may have more
+				wake(b.mirrorWake) // replies and run events may be waiting
+			}()
+			for _, it := range threads[k] {
+				retry, err := b.processOne(ctx, it)
+				if err != nil && ctx.Err() == nil {
+					b.log.ErrorContext(ctx, "slack: recording a delivery", slog.String("key", it.Key), slog.Any("error", err))
+				}
+				if err != nil || retry {
+					return // the rest of the thread waits for it
+				}
 			}
-		}
-		delete(b.inboxFails, it.ID)
-		if !done {
-			msg := ""
-			if err != nil {
-				msg = err.Error()
-			}
-			if err := b.store.SlackInboxDone(ctx, it.ID, msg); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return false, err
-			}
+		})
+	}
+	return false, nil
+}
+
+// processOne handles a delivery and records the outcome; retry reports that
+// it failed and will be tried again.
+func (b *Bridge) processOne(ctx context.Context, it *store.SlackInboxItem) (retry bool, err error) {
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	done, herr := b.handle(ctx, it)
+	if herr != nil && ctx.Err() != nil {
+		return false, ctx.Err() // shutting down: leave it for the next start
+	}
+	b.inbox.mu.Lock()
+	f := b.inbox.fails[it.ID]
+	if herr != nil {
+		f.n++
+		f.next = time.Now().Add(time.Duration(f.n) * b.cfg.InboxRetry)
+		b.inbox.fails[it.ID] = f
+	}
+	if herr == nil || errors.Is(herr, errMalformed) || f.n >= inboxAttempts {
+		delete(b.inbox.fails, it.ID)
+	}
+	b.inbox.mu.Unlock()
+	if herr != nil {
+		b.log.ErrorContext(ctx, "slack: delivery failed", slog.String("key", it.Key), slog.Int("attempt", f.n), slog.Any("error", herr))
+		if !errors.Is(herr, errMalformed) && f.n < inboxAttempts {
+			return true, nil
 		}
 	}
-	if len(items) > 0 {
-		wake(b.mirrorWake) // replies and run events may be waiting
+	if done {
+		return false, nil
 	}
-	return len(items) == inboxBatch && !retrying, nil
+	msg := ""
+	if herr != nil {
+		msg = herr.Error()
+	}
+	if err := b.store.SlackInboxDone(ctx, it.ID, msg); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	return false, nil
+}
+
+// threadOf is the thread a delivery belongs to, which orders its processing;
+// a delivery that does not parse is a thread of its own.
+func threadOf(it *store.SlackInboxItem) string {
+	switch it.Kind {
+	case store.SlackKindEvent:
+		if env, err := ParseEnvelope(it.Body); err == nil {
+			if m, err := ParseMessage(env); err == nil && m.Channel != "" {
+				return queueOf(m.Channel, m.Root())
+			}
+		}
+	case store.SlackKindInteraction:
+		if in, err := ParseInteraction(it.Body); err == nil {
+			return queueOf(in.ChannelID(), in.ThreadTS())
+		}
+	}
+	return fmt.Sprintf("delivery:%d", it.ID)
 }
 
 // handle processes one delivery; done reports that it already marked the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/holdfast-bot/holdfast/bridge"
@@ -21,6 +22,9 @@ type recordingEngine struct {
 	open     map[string]string // session → hold
 	// failEnqueue fails that many Enqueue calls first, as a busy store would.
 	failEnqueue int
+	// gate, when set, holds every Enqueue of a brief containing "slow"
+	// until it is closed.
+	gate chan struct{}
 }
 
 func newRecordingEngine() *recordingEngine {
@@ -28,6 +32,9 @@ func newRecordingEngine() *recordingEngine {
 }
 
 func (e *recordingEngine) Enqueue(ctx context.Context, p bridge.EnqueueParams) (string, bool, error) {
+	if brief, _ := p.Payload["brief"].(string); e.gate != nil && strings.Contains(brief, "slow") {
+		<-e.gate
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.failEnqueue > 0 {
