@@ -148,7 +148,11 @@ func (a *acc) do(t *testing.T, r req) (int, obj) {
 	}
 	if resp.StatusCode >= 400 && strings.HasPrefix(r.path, "/api/") {
 		require.NotNilf(t, out, "%s %s: errors are JSON: %s", r.method, r.path, raw)
-		requireShape(t, out["error"], errorKeys, "error")
+		e := requireShape(t, out["error"], errorKeys, "error")
+		require.NotEmptyf(t, e["message"], "%s %s: an error says what went wrong", r.method, r.path)
+		if resp.StatusCode < 500 {
+			require.NotContainsf(t, []any{"", "internal"}, e["code"], "%s %s: a client error has a client error code", r.method, r.path)
+		}
 	}
 	return resp.StatusCode, out
 }
@@ -384,6 +388,7 @@ func TestAcceptanceAPI(t *testing.T) {
 		for _, r := range requireList(t, runs, "runs") {
 			o := requireShape(t, r, runKeys, "listed run")
 			require.Equal(t, "suspended", o["status"])
+			requireShape(t, o["hold"], holdKeys, "listed run's hold")
 			found = found || o["id"] == run["id"]
 		}
 		require.True(t, found, "the suspended run is listed")
@@ -460,6 +465,7 @@ func TestAcceptanceAPI(t *testing.T) {
 			{"BadRunStatus", req{method: http.MethodGet, path: "/api/runs?status=bogus", key: "viewer"}, http.StatusBadRequest},
 			{"BadHoldStatus", req{method: http.MethodGet, path: "/api/holds?status=bogus", key: "viewer"}, http.StatusBadRequest},
 			{"UnknownRoute", req{method: http.MethodGet, path: "/api/nope", key: "viewer"}, http.StatusNotFound},
+			{"WrongMethod", req{method: http.MethodGet, path: "/api/workflows/echo-probe/enqueue", key: "viewer"}, http.StatusMethodNotAllowed},
 		} {
 			t.Run(tc.name, func(t *testing.T) { a.ok(t, tc.want, tc.r) })
 		}
@@ -514,6 +520,17 @@ func TestAcceptanceAPI(t *testing.T) {
 		pol := a.ok(t, http.StatusOK, req{method: http.MethodPost, path: "/api/sessions/" + id + "/policy", key: "steward", body: obj{"policy": "manual"}})
 		require.Equal(t, "manual", requireShape(t, pol, sessionKeys, "session")["policy"])
 
+		// Posture follows the session into the runs it starts (SPEC §3):
+		// manual holds even an auto workflow; yolo holds nothing.
+		held := a.ok(t, http.StatusCreated, req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "steward",
+			body: obj{"dedupeKey": "manual-1", "payload": obj{"brief": "b"}, "sessionId": id}})
+		require.Equal(t, id, held["item"].(obj)["sessionId"])
+		require.Equal(t, "open", requireShape(t, a.waitRun(t, held["item"].(obj)["id"].(string), "suspended")["hold"], holdKeys, "hold")["status"])
+		a.ok(t, http.StatusOK, req{method: http.MethodPost, path: "/api/sessions/" + id + "/policy", key: "steward", body: obj{"policy": "yolo"}})
+		free := a.ok(t, http.StatusCreated, req{method: http.MethodPost, path: "/api/workflows/draft-memo/enqueue", key: "steward",
+			body: obj{"dedupeKey": "yolo-1", "payload": obj{"title": "Free", "brief": "b"}, "sessionId": id}})
+		require.Nil(t, a.waitRun(t, free["item"].(obj)["id"].(string), "succeeded")["hold"], "yolo holds nothing")
+
 		for _, tc := range []struct {
 			name string
 			r    req
@@ -536,6 +553,8 @@ func TestAcceptanceAPI(t *testing.T) {
 			{"NotJSON", req{method: http.MethodPost, path: "/api/sessions", key: "steward", body: `{}`, ctype: "text/plain"}, http.StatusUnsupportedMediaType},
 			{"BadJSON", req{method: http.MethodPost, path: "/api/sessions", key: "steward", body: `{"title":1}`}, http.StatusBadRequest},
 			{"BadIncludeArchived", req{method: http.MethodGet, path: "/api/sessions?includeArchived=maybe", key: "viewer"}, http.StatusBadRequest},
+			{"BadOrigin", req{method: http.MethodGet, path: "/api/sessions?origin=martian", key: "viewer"}, http.StatusBadRequest},
+			{"BadCursor", req{method: http.MethodGet, path: "/api/sessions?cursor=garbage", key: "viewer"}, http.StatusBadRequest},
 		} {
 			t.Run(tc.name, func(t *testing.T) { a.ok(t, tc.want, tc.r) })
 		}
@@ -646,6 +665,17 @@ func TestAcceptanceAPI(t *testing.T) {
 		s := c.ok(t, http.StatusCreated, req{method: http.MethodPost, path: "/api/sessions", body: obj{"title": "with token"},
 			header: map[string]string{"X-CSRF-Token": tok[1]}})
 		require.Equal(t, "user", requireShape(t, s, sessionKeys, "session")["origin"], "a person's console session has origin user")
+
+		// A steward signed in to the console decides through the API too.
+		q := a.ok(t, http.StatusCreated, req{method: http.MethodPost, path: "/api/workflows/draft-memo/enqueue", key: "admin",
+			body: obj{"dedupeKey": "cookie-1", "payload": obj{"title": "Cookie", "brief": "b"}}})
+		holdID := requireShape(t, a.waitRun(t, q["item"].(obj)["id"].(string), "suspended")["hold"], holdKeys, "hold")["id"].(string)
+		c.ok(t, http.StatusForbidden, req{method: http.MethodPost, path: "/api/holds/" + holdID + "/decision", body: obj{"decision": "reject"}})
+		h := c.ok(t, http.StatusOK, req{method: http.MethodPost, path: "/api/holds/" + holdID + "/decision", body: obj{"decision": "reject", "comment": "no"},
+			header: map[string]string{"X-CSRF-Token": tok[1]}})
+		require.Equal(t, "rejected", h["status"])
+		require.Equal(t, "console", h["decidedVia"])
+		a.waitRun(t, q["item"].(obj)["id"].(string), "cancelled")
 	})
 }
 

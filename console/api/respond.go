@@ -52,8 +52,12 @@ func codeFor(status int) string {
 		return "conflict"
 	case http.StatusRequestEntityTooLarge:
 		return "too_large"
+	case http.StatusMethodNotAllowed:
+		return "method_not_allowed"
 	case http.StatusUnsupportedMediaType:
 		return "unsupported_media_type"
+	case http.StatusServiceUnavailable:
+		return "unavailable"
 	default:
 		return "internal"
 	}

@@ -161,6 +161,17 @@ func (a *API) runList(w http.ResponseWriter, r *http.Request) {
 	out := make([]*RunView, len(runs))
 	for i, run := range runs {
 		out[i] = runView(run)
+		// A listed run has the same shape as GET /api/runs/{id}: its hold
+		// is shown, not null beside a holdId. One lookup by primary key
+		// per held run; the list is capped by the store.
+		if run.HoldID != "" {
+			h, err := a.Store.HoldGetByID(r.Context(), run.HoldID)
+			if err != nil {
+				Fail(w, r, a.Log, err)
+				return
+			}
+			out[i].Hold = &HoldView{Hold: h}
+		}
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{"runs": out})
 }
