@@ -21,7 +21,8 @@ const previewChars = 1200
 func (x *exec) output(ctx context.Context, i int) (*store.Run, error) {
 	start := x.e.cfg.Now()
 	rec := &x.steps[i]
-	*rec = store.RunStep{Kind: workflow.KindOutput, Status: StepRunning, StartedAt: &start}
+	at := start.UTC() // API times are UTC (SPEC §7); start keeps its monotonic reading
+	*rec = store.RunStep{Kind: workflow.KindOutput, Status: StepRunning, StartedAt: &at}
 	if x.run.Decision != "approved" {
 		hold, err := x.needsHold(ctx)
 		if err != nil {

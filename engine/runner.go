@@ -219,7 +219,8 @@ func (x *exec) load(ctx context.Context) error {
 func (x *exec) step(ctx context.Context, i int, st workflow.Step) error {
 	start := x.e.cfg.Now()
 	rec := &x.steps[i]
-	*rec = store.RunStep{Kind: st.Kind, Status: StepRunning, StartedAt: &start}
+	at := start.UTC() // API times are UTC (SPEC §7); start keeps its monotonic reading
+	*rec = store.RunStep{Kind: st.Kind, Status: StepRunning, StartedAt: &at}
 	stop := func() {}
 	if st.Kind == workflow.KindProcess {
 		// Only a model call can outlast StuckRun; other steps are local.

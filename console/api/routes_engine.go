@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/holdfast-bot/holdfast/console/auth"
 	"github.com/holdfast-bot/holdfast/engine"
+	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -116,11 +118,30 @@ type HoldView struct {
 }
 
 func runView(run *store.Run) *RunView {
+	run.Manifest = normalizeManifest(run.Manifest)
 	v := &RunView{Run: run}
 	if run.DispatchMemoID != "" {
 		v.Dispatch = &DispatchView{MemoID: run.DispatchMemoID}
 	}
 	return v
+}
+
+// normalizeManifest re-encodes a stored manifest through its type, so runs
+// stored before policy durations were written as strings ("2m0s") show them
+// the same way as new ones; anything undecodable is shown as stored.
+func normalizeManifest(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || string(raw) == "null" {
+		return raw
+	}
+	var m workflow.Manifest
+	if json.Unmarshal(raw, &m) != nil {
+		return raw
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return raw
+	}
+	return b
 }
 
 var runStatuses = map[string]bool{store.RunRunning: true, store.RunSuspended: true, store.RunSucceeded: true,

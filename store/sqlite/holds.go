@@ -210,7 +210,7 @@ func (db *DB) HoldDecide(ctx context.Context, p *store.HoldDecideParams) (*store
 					return conflict("%s already approved hold %s; it needs %d distinct stewards", p.DecidedBy, cur.ID, cur.RequiredApprovals)
 				}
 			}
-			rows = append(rows, approvalRow{By: p.DecidedBy, Key: p.DeciderKey, Via: p.Via, At: now, Comment: p.Comment})
+			rows = append(rows, approvalRow{By: p.DecidedBy, Key: p.DeciderKey, Via: p.Via, At: parseTime(ts), Comment: p.Comment})
 			if p.Force || len(rows) >= cur.RequiredApprovals {
 				decided, status = true, store.HoldApproved
 			} else {
