@@ -89,7 +89,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 		tb.eng = engine.New(engine.Config{Workers: 2, SlackStewards: []string{"USTEWARD", "USTEWARD2"}, CanReply: bridge.CanReply,
 			DisableScheduler: true, PassInterval: time.Second}, db, models, log)
 		tb.engine = bridge.EngineService(tb.eng, db)
-		sesEngine = sessionsEngine{tb.eng}
+		sesEngine = sessions.EngineOf(tb.eng)
 		for _, role := range []string{store.RoleViewer, store.RoleSteward} {
 			key, hash := auth.NewAPIKey()
 			_, err := db.APIKeyCreate(ctx, &store.APIKey{Name: role, Role: role, KeyHash: hash})
@@ -123,22 +123,6 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 		require.NoError(t, db.Close())
 	})
 	return tb
-}
-
-// sessionsEngine adapts the engine to the sessions runtime, as cmd/bot does.
-type sessionsEngine struct{ e *engine.Engine }
-
-func (s sessionsEngine) Enqueue(ctx context.Context, p sessions.EnqueueParams) (sessions.EnqueueResult, error) {
-	it, created, err := s.e.Enqueue(ctx, engine.EnqueueParams{Command: p.Command, DedupeKey: p.DedupeKey,
-		Payload: p.Payload, SessionID: p.SessionID, OwnerUID: p.OwnerUID})
-	if err != nil {
-		return sessions.EnqueueResult{}, err
-	}
-	return sessions.EnqueueResult{ItemID: it.ID, Enqueued: created}, nil
-}
-
-func (s sessionsEngine) CancelSessionRuns(ctx context.Context, sessionID, by string) (int, error) {
-	return s.e.CancelSessionRuns(ctx, sessionID, by)
 }
 
 // sign signs body exactly as Slack does: v0=hex(HMAC-SHA256(secret, "v0:<ts>:<body>")).

@@ -74,7 +74,7 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 		log.Info("engine stopped")
 	}()
 
-	sess := sessions.New(db, sessions.Config{DefaultPolicy: c.DefaultPolicy, Models: models, DefaultModel: c.Model}, sessionsEngine{eng}, log)
+	sess := sessions.New(db, sessions.Config{DefaultPolicy: c.DefaultPolicy, Models: models, DefaultModel: c.Model}, sessions.EngineOf(eng), log)
 	defer sess.Close() // before db.Close: background turns settle first
 	if err := sess.Recover(ctx); err != nil {
 		return err
@@ -195,23 +195,6 @@ func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engi
 		handler = b.Handler()
 	}
 	return handler, func() { cancel(); wg.Wait() }, nil
-}
-
-// sessionsEngine adapts the engine to the interface sessions defines (it
-// cannot import the engine).
-type sessionsEngine struct{ e *engine.Engine }
-
-func (s sessionsEngine) Enqueue(ctx context.Context, p sessions.EnqueueParams) (sessions.EnqueueResult, error) {
-	it, created, err := s.e.Enqueue(ctx, engine.EnqueueParams{Command: p.Command, DedupeKey: p.DedupeKey,
-		Payload: p.Payload, SessionID: p.SessionID, OwnerUID: p.OwnerUID})
-	if err != nil {
-		return sessions.EnqueueResult{}, err
-	}
-	return sessions.EnqueueResult{ItemID: it.ID, Enqueued: created}, nil
-}
-
-func (s sessionsEngine) CancelSessionRuns(ctx context.Context, sessionID, by string) (int, error) {
-	return s.e.CancelSessionRuns(ctx, sessionID, by)
 }
 
 // newEngine builds the engine from the config (shared by serve and enqueue).

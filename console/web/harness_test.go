@@ -59,7 +59,7 @@ func setup(t testing.TB) *bundle {
 		_ = eng.Start(runCtx)
 	}()
 	t.Cleanup(func() { stop(); <-done })
-	sess := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: models, DefaultModel: "template"}, sessionsEngine{eng}, log)
+	sess := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: models, DefaultModel: "template"}, sessions.EngineOf(eng), log)
 	t.Cleanup(sess.Close) // before the engine and database stop: background turns settle first
 	b := &bundle{db: db, lib: lib, sess: sess, eng: eng, users: map[string]*store.User{}}
 	hash, err := bcrypt.GenerateFromPassword([]byte(testPassword), bcrypt.MinCost)
@@ -190,23 +190,6 @@ func mustURL(t testing.TB, s string) *url.URL {
 	u, err := url.Parse(s)
 	require.NoError(t, err)
 	return u
-}
-
-// sessionsEngine adapts the engine to the interface sessions defines, as
-// cmd/bot does.
-type sessionsEngine struct{ e *engine.Engine }
-
-func (s sessionsEngine) Enqueue(ctx context.Context, p sessions.EnqueueParams) (sessions.EnqueueResult, error) {
-	it, created, err := s.e.Enqueue(ctx, engine.EnqueueParams{Command: p.Command, DedupeKey: p.DedupeKey,
-		Payload: p.Payload, SessionID: p.SessionID, OwnerUID: p.OwnerUID})
-	if err != nil {
-		return sessions.EnqueueResult{}, err
-	}
-	return sessions.EnqueueResult{ItemID: it.ID, Enqueued: created}, nil
-}
-
-func (s sessionsEngine) CancelSessionRuns(ctx context.Context, sessionID, by string) (int, error) {
-	return s.e.CancelSessionRuns(ctx, sessionID, by)
 }
 
 // enqueue queues a /draft-memo item (Approval hold) as requester owner and

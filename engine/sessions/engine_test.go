@@ -17,22 +17,6 @@ import (
 	"github.com/holdfast-bot/holdfast/store/sqlite"
 )
 
-// realEngine adapts the workflow engine to sessions.Engine, as cmd/bot does.
-type realEngine struct{ e *engine.Engine }
-
-func (r realEngine) Enqueue(ctx context.Context, p sessions.EnqueueParams) (sessions.EnqueueResult, error) {
-	it, created, err := r.e.Enqueue(ctx, engine.EnqueueParams{Command: p.Command, DedupeKey: p.DedupeKey,
-		Payload: p.Payload, SessionID: p.SessionID, OwnerUID: p.OwnerUID})
-	if err != nil {
-		return sessions.EnqueueResult{}, err
-	}
-	return sessions.EnqueueResult{ItemID: it.ID, Enqueued: created}, nil
-}
-
-func (r realEngine) CancelSessionRuns(ctx context.Context, sessionID, by string) (int, error) {
-	return r.e.CancelSessionRuns(ctx, sessionID, by)
-}
-
 // withEngine is the runtime wired to the real engine over one SQLite file,
 // with the example workflows seeded (/draft-memo holds for review). The
 // engine is not started: tests drive it one pass at a time.
@@ -45,7 +29,7 @@ func withEngine(t *testing.T) (*sessions.Service, *engine.Engine, *sqlite.DB) {
 	require.NoError(t, library.New(db, log).SeedExamples(ctx))
 	models := model.NewRegistry("template", model.Config{})
 	eng := engine.New(engine.Config{Workers: 1, DisableScheduler: true}, db, models, log)
-	svc := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: models, DefaultModel: "template"}, realEngine{eng}, log)
+	svc := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: models, DefaultModel: "template"}, sessions.EngineOf(eng), log)
 	t.Cleanup(func() {
 		svc.Close()
 		require.NoError(t, db.Close())

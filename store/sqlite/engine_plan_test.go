@@ -17,20 +17,7 @@ func TestEngineQueriesUseIndexes(t *testing.T) {
 	db, err := Open(context.Background(), Config{Path: filepath.Join(t.TempDir(), "plan.db")})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
-	plan := func(query string, args ...any) string {
-		rows, err := db.r.Query(`EXPLAIN QUERY PLAN `+query, args...)
-		require.NoError(t, err)
-		defer rows.Close()
-		var lines []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			require.NoError(t, rows.Scan(&id, &parent, &notused, &detail))
-			lines = append(lines, detail)
-		}
-		require.NoError(t, rows.Err())
-		return strings.Join(lines, "\n")
-	}
+	plan := func(query string, args ...any) string { return queryPlan(t, db, query, args...) }
 	for name, tc := range map[string]struct {
 		query string
 		args  []any

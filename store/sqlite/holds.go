@@ -14,7 +14,7 @@ const holdColumns = `id, run_id, item_id, session_id, owner_uid, command, workfl
 	approvals, required_approvals, self_approval, decided_by, decided_via, decided_at, comment, edited_output,
 	expires_at, on_timeout, created_at`
 
-func scanHold(row interface{ Scan(...any) error }) (*store.Hold, error) {
+func scanHold(row scanner) (*store.Hold, error) {
 	var (
 		h                          store.Hold
 		approvals, created         string
@@ -62,20 +62,11 @@ func (db *DB) HoldGetByID(ctx context.Context, id string) (*store.Hold, error) {
 }
 
 func (db *DB) holdQuery(ctx context.Context, q string, args ...any) ([]*store.Hold, error) {
-	rows, err := db.r.QueryContext(ctx, q, args...)
+	out, err := queryAll(ctx, db.r, scanHold, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("hold list: %w", err)
 	}
-	defer rows.Close()
-	out := []*store.Hold{}
-	for rows.Next() {
-		h, err := scanHold(rows)
-		if err != nil {
-			return nil, fmt.Errorf("hold list: %w", err)
-		}
-		out = append(out, h)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // HoldList lists holds: open ones oldest first (the queue a steward works

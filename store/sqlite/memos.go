@@ -13,7 +13,7 @@ import (
 
 const memoColumns = `id, title, body, memo_type, tags, notes, unlisted, content_version, content_hash, created_at, updated_at`
 
-func scanMemo(row interface{ Scan(...any) error }) (*store.Memo, error) {
+func scanMemo(row scanner) (*store.Memo, error) {
 	var (
 		m                store.Memo
 		tags             string
@@ -220,20 +220,11 @@ func (db *DB) MemoSearch(ctx context.Context, p *store.MemoSearchParams) ([]*sto
 		q += ` ORDER BY m.updated_at DESC LIMIT ?`
 	}
 	args = append(args, limit)
-	rows, err := db.r.QueryContext(ctx, q, args...)
+	out, err := queryAll(ctx, db.r, scanMemo, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("memo search: %w", err)
 	}
-	defer rows.Close()
-	out := []*store.Memo{}
-	for rows.Next() {
-		m, err := scanMemo(rows)
-		if err != nil {
-			return nil, fmt.Errorf("memo search: %w", err)
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ftsQuery turns user text into an FTS5 query of quoted terms (all must

@@ -14,7 +14,7 @@ import (
 const itemColumns = `id, owner_uid, workflow_memo_id, command, dedupe_key, payload, status, run_id, session_id,
 	target_version, created_at, claimed_at, settled_at`
 
-func scanItem(row interface{ Scan(...any) error }) (*store.QueueItem, error) {
+func scanItem(row scanner) (*store.QueueItem, error) {
 	var (
 		it               store.QueueItem
 		payload, created string

@@ -21,7 +21,7 @@ const (
 	runFromBySession = ` FROM workflow_runs r INDEXED BY runs_session JOIN workflow_queue_items i ON i.id = r.item_id`
 )
 
-func scanRun(row interface{ Scan(...any) error }) (*store.Run, error) {
+func scanRun(row scanner) (*store.Run, error) {
 	var (
 		r                                  store.Run
 		payload, manifest, steps, state    string
@@ -82,20 +82,11 @@ func (db *DB) RunList(ctx context.Context, p *store.RunListParams) ([]*store.Run
 	}
 	q += ` ORDER BY r.created_at DESC LIMIT ?`
 	args = append(args, limit)
-	rows, err := db.r.QueryContext(ctx, q, args...)
+	out, err := queryAll(ctx, db.r, scanRun, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("run list: %w", err)
 	}
-	defer rows.Close()
-	out := []*store.Run{}
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, fmt.Errorf("run list: %w", err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // RunCountByStatus counts runs per status (for metrics).

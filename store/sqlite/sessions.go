@@ -13,7 +13,7 @@ import (
 const sessionColumns = `id, title, status, done_reason, origin, platform, tags, context, capabilities, archived,
 	forked_from, policy, request_count, caller_user, caller_key_id, active_run_id, event_count, last_active_at, created_at`
 
-func scanSession(row interface{ Scan(...any) error }) (*store.Session, error) {
+func scanSession(row scanner) (*store.Session, error) {
 	var (
 		s                   store.Session
 		tags, ctxJSON, caps string

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -131,20 +130,7 @@ func TestSessionQueriesUseIndexes(t *testing.T) {
 	seedSessions(t, db, 2_000)
 	ses := seedEvents(t, db, 2_000)
 
-	plan := func(query string, args []any) string {
-		rows, err := db.r.Query(`EXPLAIN QUERY PLAN `+query, args...)
-		require.NoError(t, err)
-		defer rows.Close()
-		var lines []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			require.NoError(t, rows.Scan(&id, &parent, &notused, &detail))
-			lines = append(lines, detail)
-		}
-		require.NoError(t, rows.Err())
-		return strings.Join(lines, "\n")
-	}
+	plan := func(query string, args []any) string { return queryPlan(t, db, query, args...) }
 	cursor := &store.SessionCursor{LastActiveAt: time.Now(), ID: "ses_x"}
 	for name, p := range map[string]*store.SessionListParams{
 		"Default":       {Origins: []string{store.OriginUser, store.OriginChannel}, Limit: 51},

@@ -24,20 +24,8 @@ func (db *DB) SessionList(ctx context.Context, p *store.SessionListParams) ([]*s
 		return nil, fmt.Errorf("session list: %w", err)
 	}
 	query, allArgs := sessionListQuery(p, rare)
-	rows, err := db.r.QueryContext(ctx, query, allArgs...)
+	out, err := queryAll(ctx, db.r, scanSession, query, allArgs...)
 	if err != nil {
-		return nil, fmt.Errorf("session list: %w", err)
-	}
-	defer rows.Close()
-	out := []*store.Session{}
-	for rows.Next() {
-		s, err := scanSession(rows)
-		if err != nil {
-			return nil, fmt.Errorf("session list: %w", err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("session list: %w", err)
 	}
 	if err := fillOpenHolds(ctx, db.r, out); err != nil {

@@ -170,7 +170,7 @@ func (db *DB) SlackOutboxAdd(ctx context.Context, msgs []*store.SlackOutboxAddPa
 const outboxColumns = `id, dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, status, attempts,
 	next_at, last_error, sent_ts, created_at, sent_at`
 
-func scanOutbox(row interface{ Scan(...any) error }) (*store.SlackOutboxMsg, error) {
+func scanOutbox(row scanner) (*store.SlackOutboxMsg, error) {
 	var (
 		m               store.SlackOutboxMsg
 		nextAt, created string
@@ -190,20 +190,8 @@ func scanOutbox(row interface{ Scan(...any) error }) (*store.SlackOutboxMsg, err
 
 // SlackOutboxDue answers each queue's oldest pending message when it is due.
 func (db *DB) SlackOutboxDue(ctx context.Context, now time.Time, limit int) ([]*store.SlackOutboxMsg, error) {
-	rows, err := db.r.QueryContext(ctx, outboxDueQuery, formatTime(now), limit)
+	out, err := queryAll(ctx, db.r, scanOutbox, outboxDueQuery, formatTime(now), limit)
 	if err != nil {
-		return nil, fmt.Errorf("slack outbox due: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.SlackOutboxMsg
-	for rows.Next() {
-		m, err := scanOutbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("slack outbox due: %w", err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("slack outbox due: %w", err)
 	}
 	return out, nil

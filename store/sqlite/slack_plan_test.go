@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -14,20 +13,7 @@ import (
 func TestSlackQueriesUseIndexes(t *testing.T) {
 	t.Parallel()
 	db := openBench(t)
-	plan := func(query string, args ...any) string {
-		rows, err := db.r.Query(`EXPLAIN QUERY PLAN `+query, args...)
-		require.NoError(t, err)
-		defer rows.Close()
-		var lines []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			require.NoError(t, rows.Scan(&id, &parent, &notused, &detail))
-			lines = append(lines, detail)
-		}
-		require.NoError(t, rows.Err())
-		return strings.Join(lines, "\n")
-	}
+	plan := func(query string, args ...any) string { return queryPlan(t, db, query, args...) }
 	now := formatTime(time.Now())
 	for name, tc := range map[string]struct {
 		query string

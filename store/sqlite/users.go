@@ -11,7 +11,7 @@ import (
 
 const userColumns = `id, username, password_hash, role, COALESCE(slack_user_id, ''), created_at`
 
-func scanUser(row interface{ Scan(...any) error }) (*store.User, error) {
+func scanUser(row scanner) (*store.User, error) {
 	var (
 		u       store.User
 		created string
@@ -72,20 +72,11 @@ func (db *DB) UserGetBySlackID(ctx context.Context, slackUserID string) (*store.
 
 // UserList lists users by name.
 func (db *DB) UserList(ctx context.Context) ([]*store.User, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT `+userColumns+` FROM users ORDER BY username`)
+	out, err := queryAll(ctx, db.r, scanUser, `SELECT `+userColumns+` FROM users ORDER BY username`)
 	if err != nil {
 		return nil, fmt.Errorf("user list: %w", err)
 	}
-	defer rows.Close()
-	out := []*store.User{}
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, fmt.Errorf("user list: %w", err)
-		}
-		out = append(out, u)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // UserCount counts users (first start creates admin when zero).

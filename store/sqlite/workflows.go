@@ -35,7 +35,7 @@ func workflowIndexPut(ctx context.Context, tx *sql.Tx, memoID string, w *store.W
 const workflowSelect = `SELECT w.memo_id, m.title, COALESCE(w.command, ''), w.status, w.summary, w.invoke, w.errors, w.updated_at
 	FROM workflows w JOIN memos m ON m.id = w.memo_id`
 
-func scanWorkflow(row interface{ Scan(...any) error }) (*store.Workflow, error) {
+func scanWorkflow(row scanner) (*store.Workflow, error) {
 	var (
 		w       store.Workflow
 		errs    string
@@ -52,20 +52,11 @@ func scanWorkflow(row interface{ Scan(...any) error }) (*store.Workflow, error) 
 
 // WorkflowList lists every workflow memo, by command.
 func (db *DB) WorkflowList(ctx context.Context) ([]*store.Workflow, error) {
-	rows, err := db.r.QueryContext(ctx, workflowSelect+` ORDER BY w.command IS NULL, w.command, m.title`)
+	out, err := queryAll(ctx, db.r, scanWorkflow, workflowSelect+` ORDER BY w.command IS NULL, w.command, m.title`)
 	if err != nil {
 		return nil, fmt.Errorf("workflow list: %w", err)
 	}
-	defer rows.Close()
-	out := []*store.Workflow{}
-	for rows.Next() {
-		w, err := scanWorkflow(rows)
-		if err != nil {
-			return nil, fmt.Errorf("workflow list: %w", err)
-		}
-		out = append(out, w)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // WorkflowGetByCommand finds a workflow by its slash command.
