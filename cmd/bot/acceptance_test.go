@@ -306,6 +306,9 @@ func TestAcceptanceAPI(t *testing.T) {
 		requireShape(t, memos[0], memoKeys, "listed memo")
 		empty := a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/memos?q=nothingmatchesthis", key: "viewer"})
 		require.Empty(t, requireList(t, empty, "memos"))
+		for _, q := range []string{`"unbalanced`, "NEAR(", "*", "a OR"} {
+			requireList(t, a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/memos?q=" + url.QueryEscape(q), key: "viewer"}), "memos")
+		}
 		wfs := a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/memos?memoType=workflow", key: "viewer"})
 		for _, w := range requireList(t, wfs, "memos") {
 			require.Equal(t, "workflow", w.(obj)["memoType"])
@@ -473,6 +476,35 @@ func TestAcceptanceAPI(t *testing.T) {
 		requireList(t, out, "runs")
 	})
 
+	t.Run("ConcurrentEnqueueIsIdempotent", func(t *testing.T) {
+		const n = 8
+		statuses := make(chan int, n)
+		for range n {
+			go func() {
+				hr, err := http.NewRequest(http.MethodPost, a.url+"/api/workflows/echo-probe/enqueue",
+					strings.NewReader(`{"dedupeKey":"race-1","payload":{"brief":"once"}}`))
+				if err != nil {
+					statuses <- 0
+					return
+				}
+				hr.Header.Set("Content-Type", "application/json")
+				hr.Header.Set("Authorization", "Bearer "+a.keys["steward"])
+				resp, err := http.DefaultClient.Do(hr)
+				if err != nil {
+					statuses <- 0
+					return
+				}
+				resp.Body.Close()
+				statuses <- resp.StatusCode
+			}()
+		}
+		got := map[int]int{}
+		for range n {
+			got[<-statuses]++
+		}
+		require.Equal(t, map[int]int{http.StatusCreated: 1, http.StatusOK: n - 1}, got, "one 201, the rest 200 with the same item")
+	})
+
 	t.Run("Sessions", func(t *testing.T) {
 		created := a.ok(t, http.StatusCreated, req{method: http.MethodPost, path: "/api/sessions", key: "steward",
 			body: obj{"title": "acceptance chat", "tag": "acceptance:1", "context": obj{"k": "v"}}})
@@ -525,7 +557,13 @@ func TestAcceptanceAPI(t *testing.T) {
 		held := a.ok(t, http.StatusCreated, req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "steward",
 			body: obj{"dedupeKey": "manual-1", "payload": obj{"brief": "b"}, "sessionId": id}})
 		require.Equal(t, id, held["item"].(obj)["sessionId"])
-		require.Equal(t, "open", requireShape(t, a.waitRun(t, held["item"].(obj)["id"].(string), "suspended")["hold"], holdKeys, "hold")["status"])
+		heldRun := a.waitRun(t, held["item"].(obj)["id"].(string), "suspended")
+		require.Equal(t, "open", requireShape(t, heldRun["hold"], holdKeys, "hold")["status"])
+		summary := a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/sessions/" + id, key: "viewer"})
+		require.Equal(t, float64(1), summary["openHolds"], "the summary counts open holds")
+		term := a.ok(t, http.StatusOK, req{method: http.MethodPost, path: "/api/sessions/" + id + "/commands", key: "steward", body: obj{"command": "/terminate"}})
+		require.Equal(t, float64(1), term["cancelledRuns"], "/terminate cancels the session's active run")
+		a.waitRun(t, held["item"].(obj)["id"].(string), "cancelled")
 		a.ok(t, http.StatusOK, req{method: http.MethodPost, path: "/api/sessions/" + id + "/policy", key: "steward", body: obj{"policy": "yolo"}})
 		free := a.ok(t, http.StatusCreated, req{method: http.MethodPost, path: "/api/workflows/draft-memo/enqueue", key: "steward",
 			body: obj{"dedupeKey": "yolo-1", "payload": obj{"title": "Free", "brief": "b"}, "sessionId": id}})
@@ -549,6 +587,8 @@ func TestAcceptanceAPI(t *testing.T) {
 			{"BadForkTs", req{method: http.MethodPost, path: "/api/sessions/" + id + "/fork", key: "steward", body: obj{"atTs": "later"}}, http.StatusBadRequest},
 			{"ForkUnknownSession", req{method: http.MethodPost, path: "/api/sessions/ses_nope/fork", key: "steward", body: obj{"atTs": first["ts"]}}, http.StatusNotFound},
 			{"ArchiveUnknown", req{method: http.MethodPost, path: "/api/sessions/ses_nope/archive", key: "steward"}, http.StatusNotFound},
+			{"UnarchiveUnknown", req{method: http.MethodPost, path: "/api/sessions/ses_nope/unarchive", key: "steward"}, http.StatusNotFound},
+			{"PolicyUnknown", req{method: http.MethodPost, path: "/api/sessions/ses_nope/policy", key: "steward", body: obj{"policy": "auto"}}, http.StatusNotFound},
 			{"ViewerMayNotWrite", req{method: http.MethodPost, path: "/api/sessions", key: "viewer", body: obj{"title": "x"}}, http.StatusForbidden},
 			{"NotJSON", req{method: http.MethodPost, path: "/api/sessions", key: "steward", body: `{}`, ctype: "text/plain"}, http.StatusUnsupportedMediaType},
 			{"BadJSON", req{method: http.MethodPost, path: "/api/sessions", key: "steward", body: `{"title":1}`}, http.StatusBadRequest},
