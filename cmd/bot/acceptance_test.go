@@ -716,6 +716,32 @@ func TestAcceptanceAPI(t *testing.T) {
 		require.Equal(t, "rejected", h["status"])
 		require.Equal(t, "console", h["decidedVia"])
 		a.waitRun(t, q["item"].(obj)["id"].(string), "cancelled")
+
+		// Console forms post to their page: POST /holds/{id}/decision with
+		// decision, comment and output, CSRF-protected like every form.
+		q2 := a.ok(t, http.StatusCreated, req{method: http.MethodPost, path: "/api/workflows/draft-memo/enqueue", key: "admin",
+			body: obj{"dedupeKey": "cookie-2", "payload": obj{"title": "Form", "brief": "b"}}})
+		hold2 := requireShape(t, a.waitRun(t, q2["item"].(obj)["id"].(string), "suspended")["hold"], holdKeys, "hold")["id"].(string)
+		postForm := func(form url.Values) int {
+			hr, err := http.NewRequest(http.MethodPost, c.url+"/holds/"+hold2+"/decision", strings.NewReader(form.Encode()))
+			require.NoError(t, err)
+			hr.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			hr.Header.Set("Origin", c.url)
+			resp, err := c.http.Do(hr)
+			require.NoError(t, err)
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		require.Equal(t, http.StatusForbidden, postForm(url.Values{"decision": {"approve"}}), "a form without its CSRF token is refused")
+		require.Equal(t, "open", a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/holds/" + hold2, key: "viewer"})["status"])
+		status := postForm(url.Values{"csrf_token": {tok[1]}, "decision": {"approve"}, "comment": {"edited"}, "output": {"# Form\n\nEdited by a steward."}})
+		require.Less(t, status, 400, "the form decision is accepted")
+		decided := a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/holds/" + hold2, key: "viewer"})
+		require.Equal(t, "approved", decided["status"])
+		require.Equal(t, "console", decided["decidedVia"])
+		done := a.waitRun(t, q2["item"].(obj)["id"].(string), "succeeded")
+		memo := a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/memos/" + done["dispatch"].(obj)["memoId"].(string), key: "viewer"})
+		require.Contains(t, memo["body"], "Edited by a steward.", "the edited output is what is dispatched")
 	})
 }
 
@@ -787,4 +813,47 @@ func TestAcceptanceCLIEnqueue(t *testing.T) {
 	memo := a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/memos/" + requireShape(t, run["dispatch"], []string{"memoId"}, "dispatch")["memoId"].(string), key: "viewer"})
 	require.Contains(t, memo["body"], "from the command line")
 	requireShape(t, memo, memoKeys, "dispatched memo")
+}
+
+// TestAcceptanceConfig checks SPEC §1's table: every env var has a flag of
+// the same meaning, and a flag wins over its env var.
+func TestAcceptanceConfig(t *testing.T) {
+	t.Parallel()
+	var c config
+	flags := map[string]string{}
+	for _, s := range c.settings() {
+		flags[s.env] = s.flag
+	}
+	for _, env := range []string{"HOLDFAST_ADDR", "HOLDFAST_DB", "HOLDFAST_BASE_URL", "HOLDFAST_INTERNAL_KEY", "HOLDFAST_ADMIN_PASSWORD",
+		"HOLDFAST_DB_SYNC", "HOLDFAST_DEFAULT_POLICY", "HOLDFAST_STUCK_RUN", "HOLDFAST_MAX_RECOVERY", "HOLDFAST_PASS_INTERVAL",
+		"HOLDFAST_WORKERS", "HOLDFAST_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN",
+		"SLACK_SIGNING_SECRET", "SLACK_API_URL", "SLACK_STEWARDS", "SLACK_HOLDS_CHANNEL"} {
+		want := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(env, "HOLDFAST_")), "_", "-")
+		require.Equalf(t, want, flags[env], "%s has the flag --%s", env, want)
+	}
+
+	dir := t.TempDir()
+	envDB, flagDB := filepath.Join(dir, "env.db"), filepath.Join(dir, "flag.db")
+	out, err := runCLI(t, map[string]string{"HOLDFAST_DB": envDB}, "", "migrate", "--db", flagDB)
+	require.NoError(t, err, out)
+	require.Contains(t, out, flagDB, "the flag wins over the env var")
+	require.FileExists(t, flagDB)
+	require.NoFileExists(t, envDB)
+
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		wantErr string
+	}{
+		{"BadPolicy", map[string]string{"HOLDFAST_DEFAULT_POLICY": "reckless"}, "policy"},
+		{"BadDuration", map[string]string{"HOLDFAST_STUCK_RUN": "soon"}, "HOLDFAST_STUCK_RUN"},
+		{"BadModel", map[string]string{"HOLDFAST_MODEL": "gpt"}, "model"},
+		{"SlackHTTPNeedsSecret", map[string]string{"SLACK_BOT_TOKEN": "xoxb-1"}, "SLACK_SIGNING_SECRET"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.env["HOLDFAST_DB"] = filepath.Join(dir, tc.name+".db")
+			_, err := runCLI(t, tc.env, "", "migrate")
+			require.ErrorContains(t, err, tc.wantErr)
+		})
+	}
 }
