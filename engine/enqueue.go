@@ -41,6 +41,10 @@ func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (*store.QueueItem
 		}
 		return nil, false, err
 	}
+	if len(w.Errors) > 0 { // indexed as draft whatever its Status says: name the real reason
+		return nil, false, fmt.Errorf("%w: workflow %s does not compile (line %d: %s), so it is not live and accepts no items",
+			store.ErrConflict, cmd, w.Errors[0].Line, w.Errors[0].Message)
+	}
 	if w.Status != workflow.StatusLive {
 		return nil, false, fmt.Errorf("%w: workflow %s is %s, not live, so it accepts no items", store.ErrConflict, cmd, w.Status)
 	}

@@ -453,6 +453,7 @@ func TestAcceptanceAPI(t *testing.T) {
 		}{
 			{"UnknownCommand", req{method: http.MethodPost, path: "/api/workflows/no-such-command/enqueue", key: "steward", body: obj{"dedupeKey": "x"}}, http.StatusNotFound},
 			{"NotLive", req{method: http.MethodPost, path: "/api/workflows/paused-probe/enqueue", key: "steward", body: obj{"dedupeKey": "x"}}, http.StatusConflict},
+			{"DoesNotCompile", req{method: http.MethodPost, path: "/api/workflows/broken-probe/enqueue", key: "steward", body: obj{"dedupeKey": "x"}}, http.StatusConflict},
 			{"MissingDedupeKey", req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "steward", body: obj{"payload": obj{}}}, http.StatusBadRequest},
 			{"BadJSON", req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "steward", body: `{"dedupeKey":"x"`}, http.StatusBadRequest},
 			{"PayloadNotObject", req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "steward", body: `{"dedupeKey":"x","payload":[1]}`}, http.StatusBadRequest},
@@ -472,6 +473,8 @@ func TestAcceptanceAPI(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) { a.ok(t, tc.want, tc.r) })
 		}
+		_, broken := a.do(t, req{method: http.MethodPost, path: "/api/workflows/broken-probe/enqueue", key: "steward", body: obj{"dedupeKey": "x"}})
+		require.Contains(t, broken["error"].(obj)["message"], "does not compile", "the conflict names the real reason")
 		out := a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/runs?status=running", key: "viewer"})
 		requireList(t, out, "runs")
 	})
@@ -526,7 +529,8 @@ func TestAcceptanceAPI(t *testing.T) {
 			return len(events) >= 2 // the message and the template model's reply
 		}, 20*time.Second, 20*time.Millisecond)
 		for _, e := range events {
-			requireShape(t, e, eventKeys, "event")
+			o := requireShape(t, e, eventKeys, "event")
+			require.Regexp(t, `\.\d{6}Z$`, o["ts"], "event times are UTC with microseconds")
 		}
 		first := events[0].(obj)
 		require.Equal(t, "user_message", first["type"])
