@@ -804,6 +804,23 @@ func TestAcceptanceCLIEnqueue(t *testing.T) {
 		})
 	}
 
+	// Import takes files as well as directories, and matches by command:
+	// a retitled file updates the workflow it names.
+	f := filepath.Join(a.dir, "echo-v2.md")
+	require.NoError(t, os.WriteFile(f, []byte(strings.Replace(strings.Replace(echoWorkflow, "# Echo probe", "# Echo probe, retitled", 1),
+		"Echoes the brief into a memo", "Echoes the brief, version two", 1)), 0o600))
+	out = a.cli(t, "", "workflow", "import", f)
+	require.Contains(t, out, "updated")
+	wfs := a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/workflows", key: "viewer"})
+	n := 0
+	for _, w := range requireList(t, wfs, "workflows") {
+		if o := w.(obj); o["command"] == "/echo-probe" {
+			n++
+			require.Equal(t, "Echoes the brief, version two", o["summary"])
+		}
+	}
+	require.Equal(t, 1, n, "one workflow per command")
+
 	item := a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/queue/" + m[1], key: "viewer"})
 	requireShape(t, item, itemKeys, "item")
 	require.Equal(t, "cli-1", item["dedupeKey"])
