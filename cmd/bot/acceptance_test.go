@@ -443,6 +443,13 @@ func TestAcceptanceAPI(t *testing.T) {
 		memo := a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/memos/" + dispatch["memoId"].(string), key: "viewer"})
 		require.Equal(t, "Acceptance", memo["title"])
 		requireShape(t, done["hold"], holdKeys, "run.hold")
+		outcomes := map[any]int{}
+		for _, d := range requireList(t, done, "decisions") {
+			o := requireShape(t, d, []string{"decision", "decidedBy", "outcome", "createdAt"}, "audit entry")
+			outcomes[o["outcome"]]++
+		}
+		require.Equal(t, map[any]int{"refused": 2, "accepted": 1, "conflict": 1}, outcomes,
+			"every decision attempt, accepted or refused, is audited")
 	})
 
 	t.Run("EnqueueErrors", func(t *testing.T) {
