@@ -38,19 +38,6 @@ func (a *API) engineOr503(w http.ResponseWriter) bool {
 	return true
 }
 
-// ownerUID names the caller the way the engine's self-approval check does.
-func ownerUID(id *auth.Identity) string {
-	switch {
-	case id == nil:
-		return ""
-	case id.UserID != "":
-		return "user:" + id.UserID
-	case id.KeyID != "":
-		return "key:" + id.KeyID
-	}
-	return ""
-}
-
 type enqueueRequest struct {
 	DedupeKey string         `json:"dedupeKey"`
 	Payload   map[string]any `json:"payload"`
@@ -78,7 +65,7 @@ func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
 		req.Payload = map[string]any{}
 	}
 	it, created, err := a.Engine.Enqueue(r.Context(), engine.EnqueueParams{Command: "/" + chi.URLParam(r, "command"),
-		DedupeKey: req.DedupeKey, Payload: req.Payload, SessionID: req.SessionID, OwnerUID: ownerUID(auth.From(r.Context()))})
+		DedupeKey: req.DedupeKey, Payload: req.Payload, SessionID: req.SessionID, OwnerUID: auth.From(r.Context()).UID()})
 	if err != nil {
 		Fail(w, r, a.Log, err)
 		return

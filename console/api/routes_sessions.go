@@ -97,21 +97,6 @@ func (a *API) sessionFail(w http.ResponseWriter, r *http.Request, err error) {
 	Fail(w, r, a.Log, err)
 }
 
-// actor is how the caller appears in transcripts and as a queue item's
-// owner ("user:<id>", "key:<id>"), matching the engine's OwnerUID.
-func actor(id *auth.Identity) string {
-	switch {
-	case id == nil:
-		return ""
-	case id.UserID != "":
-		return "user:" + id.UserID
-	case id.KeyID != "":
-		return "key:" + id.KeyID
-	default:
-		return "user:" + id.Username
-	}
-}
-
 func source(id *auth.Identity) sessions.Source {
 	src := sessions.Source{Via: sessions.ViaConsole}
 	if id != nil {
@@ -255,7 +240,7 @@ func (a *API) sessionMessage(w http.ResponseWriter, r *http.Request) {
 	if !Decode(w, r, &req) {
 		return
 	}
-	res, err := a.Sessions.Message(r.Context(), chi.URLParam(r, "id"), req.Text, actor(auth.From(r.Context())), true)
+	res, err := a.Sessions.Message(r.Context(), chi.URLParam(r, "id"), req.Text, auth.From(r.Context()).UID(), true)
 	if err != nil {
 		a.sessionFail(w, r, err)
 		return
@@ -270,7 +255,7 @@ func (a *API) sessionCommand(w http.ResponseWriter, r *http.Request) {
 	if !Decode(w, r, &req) {
 		return
 	}
-	res, err := a.Sessions.Command(r.Context(), chi.URLParam(r, "id"), req.Command, actor(auth.From(r.Context())))
+	res, err := a.Sessions.Command(r.Context(), chi.URLParam(r, "id"), req.Command, auth.From(r.Context()).UID())
 	if err != nil {
 		a.sessionFail(w, r, err)
 		return
@@ -325,7 +310,7 @@ func (a *API) sessionPolicy(w http.ResponseWriter, r *http.Request) {
 	if !Decode(w, r, &req) {
 		return
 	}
-	ses, err := a.Sessions.SetPolicy(r.Context(), chi.URLParam(r, "id"), req.Policy, actor(auth.From(r.Context())))
+	ses, err := a.Sessions.SetPolicy(r.Context(), chi.URLParam(r, "id"), req.Policy, auth.From(r.Context()).UID())
 	if err != nil {
 		a.sessionFail(w, r, err)
 		return

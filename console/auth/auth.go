@@ -35,6 +35,23 @@ func (i *Identity) Name() string {
 	}
 }
 
+// UID is the caller as the engine and transcripts name it: "user:<id>" for
+// a console user, "key:<id>" for an API key. The engine's self-approval
+// check compares it with a queue item's OwnerUID, so every surface must
+// name callers the same way.
+func (i *Identity) UID() string {
+	switch {
+	case i == nil:
+		return ""
+	case i.UserID != "":
+		return "user:" + i.UserID
+	case i.KeyID != "":
+		return "key:" + i.KeyID
+	default:
+		return ""
+	}
+}
+
 type ctxKey struct{}
 
 // With returns ctx carrying id.

@@ -50,9 +50,8 @@ func (c *Console) workflowEnqueue(w http.ResponseWriter, r *http.Request) {
 		c.renderWorkflow(w, r, wf, http.StatusBadRequest, brief, dedupe, "Write a brief for the run.")
 		return
 	}
-	id := identity(r)
 	item, created, err := c.Engine.Enqueue(r.Context(), engine.EnqueueParams{Command: wf.Command, DedupeKey: dedupe,
-		Payload: map[string]any{"brief": brief, "title": firstLine(brief)}, OwnerUID: "user:" + id.UserID})
+		Payload: map[string]any{"brief": brief, "title": firstLine(brief)}, OwnerUID: actorOf(r)})
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		c.renderWorkflow(w, r, wf, http.StatusConflict, brief, dedupe, conflictText(err))

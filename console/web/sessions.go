@@ -42,8 +42,8 @@ func (c *Console) sessionRoutes(r chi.Router) {
 }
 
 // actorOf is how a console user appears in transcripts and as a queue
-// item's owner, the same form the API uses ("user:<id>").
-func actorOf(r *http.Request) string { return "user:" + identity(r).UserID }
+// item's owner, the same form the API uses.
+func actorOf(r *http.Request) string { return identity(r).UID() }
 
 // sessionFilter is the listing's state, all of it kept in the URL.
 type sessionFilter struct {
