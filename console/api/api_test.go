@@ -2,23 +2,17 @@ package api_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-bot/holdfast/console/api"
-	"github.com/holdfast-bot/holdfast/console/auth"
-	"github.com/holdfast-bot/holdfast/console/server"
-	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
 )
@@ -29,26 +23,9 @@ type testBundle struct {
 	keys map[string]string // role → API key
 }
 
-func setup(t *testing.T) *testBundle {
-	t.Helper()
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "api.db")})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	lib := library.New(db, log)
-	require.NoError(t, lib.SeedExamples(ctx))
-	b := &testBundle{db: db, keys: map[string]string{}}
-	for _, role := range []string{store.RoleViewer, store.RoleSteward, store.RoleAdmin} {
-		key, hash := auth.NewAPIKey()
-		_, err := db.APIKeyCreate(ctx, &store.APIKey{Name: role, Role: role, KeyHash: hash})
-		require.NoError(t, err)
-		b.keys[role] = key
-	}
-	b.srv = httptest.NewServer(server.Handler(server.Deps{Store: db, API: api.New(api.Deps{Store: db, Library: lib, Log: log})}))
-	t.Cleanup(b.srv.Close)
-	return b
-}
+// setup serves the real router over a fresh store with the examples seeded
+// and one API key per role.
+func setup(t *testing.T) *testBundle { return engineSetup(t, "") }
 
 // do sends a request as role ("" = no credentials) and decodes a JSON answer into out.
 func (b *testBundle) do(t *testing.T, role, method, path, contentType string, body io.Reader, out any) int {
