@@ -309,7 +309,8 @@ type HoldDecideParams struct {
 	Force      bool
 	Now        time.Time
 	// Events is called when this attempt decides the hold (with the run as
-	// updated: resumable, or cancelled on reject).
+	// updated: resumable, or cancelled on reject), and when it is an
+	// approval that leaves the hold open (h.Status open, h.Approvals so far).
 	Events func(h *Hold, r *Run) []EventAppendParams
 }
 

@@ -254,6 +254,20 @@ func (db *DB) HoldDecide(ctx context.Context, p *store.HoldDecideParams) (*store
 				encodeJSON(rows), edited, cur.ID); err != nil {
 				return err
 			}
+			if p.Events != nil {
+				// A partial approval is news too (a card shows who has
+				// approved so far), recorded with the approval itself.
+				run, err := runGet(ctx, tx, cur.RunID)
+				if err != nil {
+					return err
+				}
+				if h, err = holdGet(ctx, tx, cur.ID); err != nil {
+					return err
+				}
+				if err := appendEventList(ctx, tx, run.SessionID, p.Events(h, run)); err != nil {
+					return err
+				}
+			}
 		} else {
 			if _, err := tx.ExecContext(ctx, `UPDATE holds SET status = ?, approvals = ?, decided_by = ?, decided_via = ?,
 				decided_at = ?, comment = ?, edited_output = ? WHERE id = ?`,

@@ -168,9 +168,18 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.NoError(t, err)
 		require.Equal(t, int64(1), open)
 
-		h, err = s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Decision: "approve", DecidedBy: "ada", DeciderKey: "u1", Via: "console"})
+		partial := func(h *store.Hold, _ *store.Run) []store.EventAppendParams {
+			return []store.EventAppendParams{{Type: "hold_approved_partial", Actor: "engine",
+				Payload: map[string]any{"status": h.Status, "approvals": len(h.Approvals)}}}
+		}
+		h, err = s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Decision: "approve", DecidedBy: "ada", DeciderKey: "u1", Via: "console",
+			Events: partial})
 		require.NoError(t, err)
 		require.Equal(t, store.HoldOpen, h.Status)
+		evs, err := s.EventList(ctx, &store.EventListParams{SessionID: r.SessionID, Types: []string{"hold_approved_partial"}})
+		require.NoError(t, err)
+		require.Len(t, evs, 1, "a partial approval is recorded in the transcript with the approval")
+		require.Equal(t, map[string]any{"status": store.HoldOpen, "approvals": float64(1)}, evs[0].Payload)
 		_, err = s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Decision: "approve", DecidedBy: "ada", DeciderKey: "u1", Via: "api"})
 		require.ErrorIs(t, err, store.ErrConflict)
 		resumable, err := s.RunResumeApproved(ctx, &store.RunAcquireParams{RunnerID: "b", Limit: 5})
