@@ -2,7 +2,9 @@ package bridge_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -212,6 +214,54 @@ func TestEndToEndTwoApprovals(t *testing.T) {
 	require.Contains(t, text(final), "*Approved* by <@USTEWARD2>")
 	tb.waitPost(t, "CP", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Memo dispatched") })
 	require.Len(t, tb.updates("CP", card.TS), 2, "one update per accepted approval")
+}
+
+// slowAckEngine is the real engine whose Enqueue returns only once release
+// is closed: the run starts, and is mirrored, before the bridge can write
+// its acknowledgement — the order a busy machine produces by chance.
+type slowAckEngine struct {
+	bridge.Engine
+	release chan struct{}
+}
+
+func (e slowAckEngine) Enqueue(ctx context.Context, p bridge.EnqueueParams) (string, bool, error) {
+	id, created, err := e.Engine.Enqueue(ctx, p)
+	select {
+	case <-e.release:
+	case <-ctx.Done():
+	}
+	return id, created, err
+}
+
+// TestQueuedAckPrecedesRunStarted: the thread reads "Queued …" before
+// "Started …" even when the run starts and is mirrored before the enqueue
+// call returns to the bridge.
+func TestQueuedAckPrecedesRunStarted(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	tb := setup(t, setupOpts{real: true, wrap: func(e bridge.Engine) bridge.Engine { return slowAckEngine{e, release} }})
+	root := tb.ts()
+	tb.event(t, "EvQ1", mention("CQ", "U1", root, "", "draft-memo Lichens"))
+	tb.waitPost(t, "CQ", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "Started `/draft-memo`") })
+	close(release)
+	tb.holdCard(t, "CQ", root)
+	tb.inboxDrained(t)
+	// The bridge's own write, after the release, is the same message: it
+	// must not post a second acknowledgement.
+	require.Eventually(t, func() bool {
+		m, err := tb.store.SlackOutboxNextDue(tb.ctx)
+		return errors.Is(err, store.ErrNotFound) && m.IsZero()
+	}, 10*time.Second, 5*time.Millisecond, "outbox drained")
+	var lines []string
+	for _, c := range tb.posts("CQ", root) {
+		switch {
+		case strings.Contains(c.Form["text"], "Queued `draft-memo`"):
+			lines = append(lines, "queued")
+		case strings.Contains(c.Form["text"], "Started `/draft-memo`"):
+			lines = append(lines, "started")
+		}
+	}
+	require.Equal(t, []string{"queued", "started"}, lines)
 }
 
 func draftMemo(t *testing.T) string {

@@ -83,7 +83,13 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, ba
 	}
 	switch ev.Type {
 	case "run_started":
-		return line(fmt.Sprintf(":arrow_forward: Started `%s` — run `%s`.", esc(str(p, "command")), esc(str(p, "runId"))))
+		started := line(fmt.Sprintf(":arrow_forward: Started `%s` — run `%s`.", esc(str(p, "command")), esc(str(p, "runId"))))
+		if it, err := b.store.QueueItemGetByID(ctx, str(p, "itemId")); err == nil && strings.HasPrefix(it.DedupeKey, "slack:") {
+			// Enqueued by a message in this thread: its acknowledgement
+			// goes first, if the inbox worker has not queued it yet.
+			return append([]*store.SlackOutboxAddParams{queuedAck(channel, thread, strings.TrimPrefix(it.Command, "/"), it.ID)}, started...)
+		}
+		return started
 	case "hold_opened":
 		return b.holdCards(ctx, channel, thread, p)
 	case "hold_approved_partial":
