@@ -149,10 +149,20 @@ func (b *Bridge) enqueue(ctx context.Context, it *store.SlackInboxItem, m *Messa
 		return fmt.Errorf("enqueue /%s: %w", name, err)
 	}
 	log.InfoContext(ctx, "slack: enqueued", slog.String("command", name), slog.String("item_id", itemID), slog.Bool("enqueued", enqueued))
-	if !enqueued {
-		return nil // this message was already queued
-	}
-	return say(fmt.Sprintf(":inbox_tray: Queued `%s` (item `%s`).", name, itemID))
+	// Also when the item already existed: after a crash between the enqueue
+	// and this write, the replayed delivery still acknowledges it (once:
+	// the key is the item's).
+	return b.enqueueOutbox(ctx, queuedAck(m.Channel, root, name, itemID))
+}
+
+// queuedAck is the "Queued …" line of an item enqueued from a thread. The
+// runner may start the item before this write, so the mirror queues the
+// same line (same dedupe key: whichever is first wins) ahead of the run's
+// "Started" line; either way the thread reads in order.
+func queuedAck(channel, threadTS, name, itemID string) *store.SlackOutboxAddParams {
+	return &store.SlackOutboxAddParams{DedupeKey: "queued:" + itemID, Queue: queueOf(channel, threadTS),
+		Method: store.SlackPost, Channel: channel, ThreadTS: threadTS,
+		Text: fmt.Sprintf(":inbox_tray: Queued `%s` (item `%s`).", esc(name), esc(itemID))}
 }
 
 // decideInThread is `@bot approve|reject [comment]`: it decides the thread's

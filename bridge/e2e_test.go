@@ -2,7 +2,9 @@ package bridge_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -172,7 +174,8 @@ func TestEndToEndThreadDecision(t *testing.T) {
 }
 
 // TestEndToEndTwoApprovals: with Approvals 2 the first steward's click is
-// acknowledged to them alone and the card waits for the second.
+// acknowledged to them, and the card (same message) shows the approval so far
+// with its buttons still there for the second steward.
 func TestEndToEndTwoApprovals(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{real: true})
@@ -189,11 +192,76 @@ func TestEndToEndTwoApprovals(t *testing.T) {
 	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_approve", holdID, "CP", card.TS, root))
 	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 10*time.Second, 5*time.Millisecond)
 	require.Contains(t, tb.slack.Delivered("chat.postEphemeral")[0].Form["text"], "1 of 2")
-	require.Empty(t, tb.updates("CP", card.TS))
+	require.Eventually(t, func() bool { return len(tb.updates("CP", card.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	partial := tb.updates("CP", card.TS)[0]
+	require.Contains(t, text(partial), "1 of 2 approvals: <@USTEWARD>")
+	require.Contains(t, partial.Form["blocks"], `"hold_approve"`, "the buttons stay for the other stewards")
+	require.Contains(t, partial.Form["blocks"], `"hold_reject"`)
+	require.Contains(t, text(partial), "Tides", "still the same card: preview kept")
+	h, err := tb.store.HoldGetByID(tb.ctx, holdID)
+	require.NoError(t, err)
+	require.Equal(t, store.HoldOpen, h.Status)
+
+	// The same steward cannot count twice; the card does not change.
+	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_approve", holdID, "CP", card.TS, root))
+	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 2 }, 10*time.Second, 5*time.Millisecond)
+	require.Contains(t, tb.slack.Delivered("chat.postEphemeral")[1].Form["text"], "already approved")
 
 	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD2", "hold_approve", holdID, "CP", card.TS, root))
-	require.Eventually(t, func() bool { return len(tb.updates("CP", card.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(tb.updates("CP", card.TS)) == 2 }, 10*time.Second, 5*time.Millisecond)
+	final := tb.updates("CP", card.TS)[1]
+	require.NotContains(t, final.Form["blocks"], "hold_approve", "decided: buttons gone")
+	require.Contains(t, text(final), "*Approved* by <@USTEWARD2>")
 	tb.waitPost(t, "CP", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Memo dispatched") })
+	require.Len(t, tb.updates("CP", card.TS), 2, "one update per accepted approval")
+}
+
+// slowAckEngine is the real engine whose Enqueue returns only once release
+// is closed: the run starts, and is mirrored, before the bridge can write
+// its acknowledgement — the order a busy machine produces by chance.
+type slowAckEngine struct {
+	bridge.Engine
+	release chan struct{}
+}
+
+func (e slowAckEngine) Enqueue(ctx context.Context, p bridge.EnqueueParams) (string, bool, error) {
+	id, created, err := e.Engine.Enqueue(ctx, p)
+	select {
+	case <-e.release:
+	case <-ctx.Done():
+	}
+	return id, created, err
+}
+
+// TestQueuedAckPrecedesRunStarted: the thread reads "Queued …" before
+// "Started …" even when the run starts and is mirrored before the enqueue
+// call returns to the bridge.
+func TestQueuedAckPrecedesRunStarted(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	tb := setup(t, setupOpts{real: true, wrap: func(e bridge.Engine) bridge.Engine { return slowAckEngine{e, release} }})
+	root := tb.ts()
+	tb.event(t, "EvQ1", mention("CQ", "U1", root, "", "draft-memo Lichens"))
+	tb.waitPost(t, "CQ", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "Started `/draft-memo`") })
+	close(release)
+	tb.holdCard(t, "CQ", root)
+	tb.inboxDrained(t)
+	// The bridge's own write, after the release, is the same message: it
+	// must not post a second acknowledgement.
+	require.Eventually(t, func() bool {
+		m, err := tb.store.SlackOutboxNextDue(tb.ctx)
+		return errors.Is(err, store.ErrNotFound) && m.IsZero()
+	}, 10*time.Second, 5*time.Millisecond, "outbox drained")
+	var lines []string
+	for _, c := range tb.posts("CQ", root) {
+		switch {
+		case strings.Contains(c.Form["text"], "Queued `draft-memo`"):
+			lines = append(lines, "queued")
+		case strings.Contains(c.Form["text"], "Started `/draft-memo`"):
+			lines = append(lines, "started")
+		}
+	}
+	require.Equal(t, []string{"queued", "started"}, lines)
 }
 
 func draftMemo(t *testing.T) string {

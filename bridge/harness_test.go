@@ -60,8 +60,10 @@ type testBundle struct {
 type setupOpts struct {
 	// real runs the real engine (stewards: USTEWARD, USTEWARD2) and API with the
 	// example workflows; otherwise engine builds a stand-in.
-	real    bool
-	engine  func(tb *testBundle) bridge.Engine
+	real   bool
+	engine func(tb *testBundle) bridge.Engine
+	// wrap, with real, wraps the engine the bridge calls.
+	wrap    func(bridge.Engine) bridge.Engine
 	cfg     func(c *bridge.Config)
 	noStart bool
 	sync    string // SQLite synchronous (default full)
@@ -89,6 +91,9 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 		tb.eng = engine.New(engine.Config{Workers: 2, SlackStewards: []string{"USTEWARD", "USTEWARD2"}, CanReply: bridge.CanReply,
 			DisableScheduler: true, PassInterval: time.Second}, db, models, log)
 		tb.engine = bridge.EngineService(tb.eng, db)
+		if o.wrap != nil {
+			tb.engine = o.wrap(tb.engine)
+		}
 		sesEngine = sessions.EngineOf(tb.eng)
 		for _, role := range []string{store.RoleViewer, store.RoleSteward} {
 			key, hash := auth.NewAPIKey()

@@ -83,9 +83,17 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, ba
 	}
 	switch ev.Type {
 	case "run_started":
-		return line(fmt.Sprintf(":arrow_forward: Started `%s` — run `%s`.", esc(str(p, "command")), esc(str(p, "runId"))))
+		started := line(fmt.Sprintf(":arrow_forward: Started `%s` — run `%s`.", esc(str(p, "command")), esc(str(p, "runId"))))
+		if it, err := b.store.QueueItemGetByID(ctx, str(p, "itemId")); err == nil && strings.HasPrefix(it.DedupeKey, "slack:") {
+			// Enqueued by a message in this thread: its acknowledgement
+			// goes first, if the inbox worker has not queued it yet.
+			return append([]*store.SlackOutboxAddParams{queuedAck(channel, thread, strings.TrimPrefix(it.Command, "/"), it.ID)}, started...)
+		}
+		return started
 	case "hold_opened":
 		return b.holdCards(ctx, channel, thread, p)
+	case "hold_approved_partial":
+		return b.holdApprovedPartial(ctx, key, p, batch)
 	case "hold_decided":
 		return b.holdDecided(ctx, key, channel, thread, ev.TS, p, batch)
 	case "run_finished":
@@ -212,12 +220,7 @@ func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, a
 	if status == "rejected" {
 		verb, icon = "Rejected", ":no_entry_sign:"
 	}
-	who := orDefault(str(p, "decidedBy"), "someone")
-	if strings.HasPrefix(who, "slack:") {
-		who = "<@" + strings.TrimPrefix(who, "slack:") + ">"
-	} else {
-		who = esc(who)
-	}
+	who := mention(orDefault(str(p, "decidedBy"), "someone"))
 	decided := fmt.Sprintf("%s *%s* by %s via %s at <!date^%d^{date_short_pretty} {time}|%s>", icon, verb, who,
 		esc(orDefault(str(p, "decidedVia"), "console")), at.Unix(), at.UTC().Format(time.RFC3339))
 	if c := str(p, "comment"); c != "" {
@@ -225,16 +228,8 @@ func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, a
 	}
 	var out []*store.SlackOutboxAddParams
 	for _, where := range []string{"thread", "holds"} {
-		card := batch[cardKey(holdID, where)]
+		card, blocks := b.card(ctx, holdID, where, batch)
 		if card == nil {
-			stored, err := b.store.SlackOutboxGetByKey(ctx, cardKey(holdID, where))
-			if err != nil {
-				continue // no card was queued there
-			}
-			card = &stored.SlackOutboxAddParams
-		}
-		var blocks []map[string]any
-		if err := json.Unmarshal([]byte(card.Blocks), &blocks); err != nil {
 			continue
 		}
 		kept := blocks[:0]
@@ -251,5 +246,69 @@ func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, a
 	}
 	out = append(out, &store.SlackOutboxAddParams{DedupeKey: key, Queue: queueOf(channel, thread), Method: store.SlackPost,
 		Channel: channel, ThreadTS: thread, Text: decided})
+	return out
+}
+
+// card answers a hold's card as queued (by this mirror page or earlier) and
+// its blocks; nil when no card was queued there.
+func (b *Bridge) card(ctx context.Context, holdID, where string, batch map[string]*store.SlackOutboxAddParams) (*store.SlackOutboxAddParams, []map[string]any) {
+	card := batch[cardKey(holdID, where)]
+	if card == nil {
+		stored, err := b.store.SlackOutboxGetByKey(ctx, cardKey(holdID, where))
+		if err != nil {
+			return nil, nil
+		}
+		card = &stored.SlackOutboxAddParams
+	}
+	var blocks []map[string]any
+	if err := json.Unmarshal([]byte(card.Blocks), &blocks); err != nil {
+		return nil, nil
+	}
+	return card, blocks
+}
+
+// mention names a decider as Slack shows them: a Slack user as a mention,
+// anyone else by name.
+func mention(who string) string {
+	if id, ok := strings.CutPrefix(who, "slack:"); ok {
+		return "<@" + id + ">"
+	}
+	return esc(who)
+}
+
+// holdApprovedPartial updates every card of a hold that some, not all, of
+// its stewards have approved: the approvals so far show above the buttons,
+// which stay for the others. Each approval is its own update (keyed by the
+// event), queued behind the card in its thread, so the last one wins.
+func (b *Bridge) holdApprovedPartial(ctx context.Context, key string, p map[string]any,
+	batch map[string]*store.SlackOutboxAddParams) []*store.SlackOutboxAddParams {
+	holdID := str(p, "holdId")
+	var who []string
+	if as, ok := p["approvals"].([]any); ok {
+		for _, a := range as {
+			if m, ok := a.(map[string]any); ok {
+				who = append(who, mention(orDefault(str(m, "by"), "someone")))
+			}
+		}
+	}
+	status := fmt.Sprintf(":ballot_box_with_check: %d of %s approvals: %s", len(who), orDefault(str(p, "required"), "?"), strings.Join(who, ", "))
+	var out []*store.SlackOutboxAddParams
+	for _, where := range []string{"thread", "holds"} {
+		card, blocks := b.card(ctx, holdID, where, batch)
+		if card == nil {
+			continue
+		}
+		shown := make([]map[string]any, 0, len(blocks)+1)
+		for _, bl := range blocks {
+			if bl["type"] == "actions" {
+				shown = append(shown, map[string]any{"type": "context", "block_id": "approvals:" + holdID,
+					"elements": []any{map[string]any{"type": "mrkdwn", "text": status}}})
+			}
+			shown = append(shown, bl)
+		}
+		bj, _ := json.Marshal(shown)
+		out = append(out, &store.SlackOutboxAddParams{DedupeKey: key + ":" + where, Queue: card.Queue,
+			Method: store.SlackUpdate, Channel: card.Channel, Text: card.Text, Blocks: string(bj), RefKey: card.DedupeKey})
+	}
 	return out
 }

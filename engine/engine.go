@@ -83,6 +83,10 @@ const (
 	EventMemoDispatched = "memo_dispatched"
 )
 
+// EventHoldApprovedPartial is an approval that leaves its hold open, waiting
+// for more stewards (Policy Approvals > 1): a Slack card shows it.
+const EventHoldApprovedPartial = "hold_approved_partial"
+
 // Event is a wake-up for subscribers, sent after the change committed. The
 // durable record is the session transcript; a dropped Event loses nothing.
 type Event struct {

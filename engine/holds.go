@@ -97,6 +97,14 @@ func nonEmpty(s string) *string {
 func (e *Engine) decide(ctx context.Context, h *store.Hold, p *store.HoldDecideParams) (*store.Hold, error) {
 	p.Now = e.cfg.Now()
 	p.Events = func(h *store.Hold, r *store.Run) []store.EventAppendParams {
+		if h.Status == store.HoldOpen {
+			approvals := make([]any, 0, len(h.Approvals))
+			for _, a := range h.Approvals {
+				approvals = append(approvals, map[string]any{"by": a.By, "via": a.Via})
+			}
+			return []store.EventAppendParams{{Type: EventHoldApprovedPartial, Actor: "engine", Payload: map[string]any{
+				"holdId": h.ID, "runId": h.RunID, "approvals": approvals, "required": h.RequiredApprovals}}}
+		}
 		evs := []store.EventAppendParams{{Type: EventHoldDecided, Actor: "engine", Payload: map[string]any{
 			"holdId": h.ID, "runId": h.RunID, "status": h.Status, "decidedBy": h.DecidedBy,
 			"decidedVia": h.DecidedVia, "comment": h.Comment}}}
@@ -109,7 +117,9 @@ func (e *Engine) decide(ctx context.Context, h *store.Hold, p *store.HoldDecideP
 	if err != nil {
 		return out, err
 	}
-	if out.Status != store.HoldOpen {
+	if out.Status == store.HoldOpen {
+		e.notify(Event{Kind: EventHoldApprovedPartial, RunID: out.RunID, HoldID: out.ID, ItemID: out.ItemID, SessionID: out.SessionID, Status: out.Status})
+	} else {
 		e.notify(Event{Kind: EventHoldDecided, RunID: out.RunID, HoldID: out.ID, ItemID: out.ItemID, SessionID: out.SessionID, Status: out.Status})
 		if out.Status == store.HoldApproved {
 			e.resumeHint.Store(true)
