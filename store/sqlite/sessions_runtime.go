@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -20,8 +21,16 @@ func (db *DB) SessionList(ctx context.Context, p *store.SessionListParams) ([]*s
 	if len(p.Origins) == 0 {
 		return []*store.Session{}, nil
 	}
-	query, allArgs := sessionListQuery(p)
-	out, err := queryAll(ctx, db.r, scanSession, query, allArgs...)
+	var (
+		out []*store.Session
+		err error
+	)
+	if q := strings.TrimSpace(p.Query); len([]rune(q)) >= 3 {
+		out, err = db.searchList(ctx, p, q)
+	} else {
+		query, allArgs := sessionListQuery(p)
+		out, err = queryAll(ctx, db.r, scanSession, query, allArgs...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("session list: %w", err)
 	}
@@ -40,17 +49,11 @@ func ftsPhrase(q string) string {
 // sessionListQuery builds the listing: one arm per origin, each a range of
 // sessions_listing cut at the limit, merged newest first. A text filter of
 // three characters or more (what a trigram can match) is answered by
-// searchListQuery; shorter ones test each row of the walk.
+// searchList instead; shorter ones test each row of the walk.
 func sessionListQuery(p *store.SessionListParams) (string, []any) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 50
-	}
+	limit := listLimit(p)
 	q := strings.TrimSpace(p.Query)
 	origins := normTags(p.Origins)
-	if len([]rune(q)) >= 3 {
-		return searchListQuery(p, q, origins, limit)
-	}
 	var (
 		where []string
 		args  []any
@@ -93,48 +96,117 @@ func sessionListQuery(p *store.SessionListParams) (string, []any) {
 		CROSS JOIN sessions AS s ON s.rowid = page.k ORDER BY page.last_active_at DESC, page.id DESC`, append(allArgs, limit)
 }
 
-// searchMinuteShift places a session's minute of last activity above its
-// rowid in its sessions_search key (migration 012).
-const searchMinuteShift = 32
+// A session's sessions_search key (migration 013) is (searchEpoch - minute of
+// last activity) << searchMinuteShift | sessions.rowid: ascending keys run
+// newest minute first, the direction FTS5 walks cheaply.
+const (
+	searchMinuteShift = 32
+	searchEpoch       = 1 << 30
+)
 
-// searchListQuery answers a text filter from sessions_search, whose keys
-// order matches by minute of last activity. The inner query walks matches
-// newest minute first until `limit` of them pass the other filters; every
-// session of the page is then in that match's minute or a newer one, so the
-// outer query reads only those minutes' matches, fetches each by rowid and
-// sorts them exactly. A page costs about limit plus one minute's matches,
-// whether the query matches ten sessions or most of them, recent or old.
-func searchListQuery(p *store.SessionListParams, q string, origins []string, limit int) (string, []any) {
+func listLimit(p *store.SessionListParams) int {
+	if p.Limit <= 0 {
+		return 50
+	}
+	return p.Limit
+}
+
+// searchStreamSlack is how many matches past the page's limit searchList
+// reads one by one to finish the oldest minute; a minute denser than that is
+// sorted inside SQLite instead.
+const searchStreamSlack = 64
+
+// searchList answers a text filter from sessions_search, whose keys order
+// matches newest minute first. It walks matches in key order until `limit`
+// of them pass the other filters; every session of the page is then in that
+// match's minute or a newer one, so it reads on to the end of that minute,
+// then fetches those sessions and sorts them exactly. A page costs about
+// limit plus one minute's matches, whether the query matches ten sessions or
+// most of them, recent or old, and usually searches the trigram index once;
+// a minute with more than searchStreamSlack further matches is bounded and
+// sorted by a second search instead of row by row here. One snapshot.
+func (db *DB) searchList(ctx context.Context, p *store.SessionListParams, q string) ([]*store.Session, error) {
+	limit := listLimit(p)
+	tx, err := db.r.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	from, args := searchMatches(p, q)
+	rows, err := tx.QueryContext(ctx, `SELECT f.rowid, s.rowid`+from+` ORDER BY f.rowid`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var (
+		page  []int64
+		end   int64 = math.MaxInt64 // first key past the page's oldest minute
+		dense bool
+	)
+	for rows.Next() {
+		var key, rowid int64
+		if err := rows.Scan(&key, &rowid); err != nil {
+			return nil, err
+		}
+		if key >= end {
+			break
+		}
+		if len(page) == limit+searchStreamSlack {
+			dense = true
+			break
+		}
+		page = append(page, rowid)
+		if len(page) == limit {
+			end = (key>>searchMinuteShift + 1) << searchMinuteShift
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if dense {
+		return queryAll(ctx, tx, scanSession, searchDenseQuery(from), append(args, end, limit)...)
+	}
+	if len(page) == 0 {
+		return []*store.Session{}, nil
+	}
+	return queryAll(ctx, tx, scanSession, searchPageQuery, encodeJSON(page), limit)
+}
+
+// searchPageQuery fetches a text filter's candidates by rowid, newest first.
+const searchPageQuery = `SELECT ` + sessionColumns + ` FROM sessions WHERE rowid IN (SELECT value FROM json_each(?))
+	ORDER BY last_active_at DESC, id DESC LIMIT ?`
+
+// searchDenseQuery reads the matches of searchMatches up to a key bound and
+// sorts them, newest first.
+func searchDenseQuery(from string) string {
 	cols := strings.Fields(strings.ReplaceAll(sessionColumns, ",", " "))
-	// filter is the search and the listing's other conditions over one
-	// (index, session) alias pair, with the newest-minute bound of a cursor.
-	filter := func(f, s string) (string, []any) {
-		cond := f + `.sessions_search MATCH ? AND ` + s + `.origin IN (?` + strings.Repeat(", ?", len(origins)-1) + `) AND ` + s + `.event_count > 0`
-		args := []any{ftsPhrase(q)}
-		for _, o := range origins {
-			args = append(args, o)
-		}
-		if !p.IncludeArchived {
-			cond += ` AND ` + s + `.archived = 0`
-		}
-		if p.After != nil {
-			cond += ` AND ` + f + `.rowid < ? AND (` + s + `.last_active_at, ` + s + `.id) < (?, ?)`
-			next := (p.After.LastActiveAt.Unix()/60 + 1) << searchMinuteShift
-			args = append(args, next, formatTime(p.After.LastActiveAt), p.After.ID)
-		}
-		return cond, args
+	return `SELECT s.` + strings.Join(cols, ", s.") + from + ` AND f.rowid < ? ORDER BY s.last_active_at DESC, s.id DESC LIMIT ?`
+}
+
+// searchMatches is the FROM and WHERE of the matches of q that pass the
+// listing's other filters, as sessions_search f joined to sessions s. A
+// cursor also skips the minutes newer than its own.
+func searchMatches(p *store.SessionListParams, q string) (string, []any) {
+	origins := normTags(p.Origins)
+	from := ` FROM sessions_search AS f CROSS JOIN sessions AS s ON s.rowid = f.rowid & ` +
+		fmt.Sprint(int64(1)<<searchMinuteShift-1) + `
+		WHERE f.sessions_search MATCH ? AND s.origin IN (?` + strings.Repeat(", ?", len(origins)-1) + `) AND s.event_count > 0`
+	args := []any{ftsPhrase(q)}
+	for _, o := range origins {
+		args = append(args, o)
 	}
-	join := func(f, s string) string {
-		return `sessions_search AS ` + f + ` CROSS JOIN sessions AS ` + s + ` ON ` + s + `.rowid = ` + f +
-			`.rowid & ` + fmt.Sprint(int64(1)<<searchMinuteShift-1)
+	if !p.IncludeArchived {
+		from += ` AND s.archived = 0`
 	}
-	outer, outerArgs := filter("f", "s")
-	inner, innerArgs := filter("f2", "s2")
-	query := `SELECT s.` + strings.Join(cols, ", s.") + ` FROM ` + join("f", "s") + ` WHERE ` + outer +
-		` AND f.rowid >= COALESCE((SELECT f2.rowid >> ` + fmt.Sprint(searchMinuteShift) + ` << ` + fmt.Sprint(searchMinuteShift) +
-		` FROM ` + join("f2", "s2") + ` WHERE ` + inner + ` ORDER BY f2.rowid DESC LIMIT 1 OFFSET ?), 0)
-		ORDER BY s.last_active_at DESC, s.id DESC LIMIT ?`
-	return query, append(append(append(outerArgs, innerArgs...), limit-1), limit)
+	if p.After != nil {
+		from += ` AND f.rowid >= ? AND (s.last_active_at, s.id) < (?, ?)`
+		args = append(args, (searchEpoch-p.After.LastActiveAt.Unix()/60)<<searchMinuteShift,
+			formatTime(p.After.LastActiveAt), p.After.ID)
+	}
+	return from, args
 }
 
 func likeEscape(s string) string {

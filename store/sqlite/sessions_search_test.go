@@ -28,6 +28,11 @@ func TestSessionListSearchIsExact(t *testing.T) {
 	require.NoError(t, err)
 	_, err = db.w.Exec(`UPDATE sessions SET last_active_at = substr(last_active_at, 1, 17) || '59.999999Z' WHERE rowid % 5 = 0`)
 	require.NoError(t, err)
+	// A busy minute: 400 sessions active within it, more than a page plus
+	// searchStreamSlack.
+	_, err = db.w.Exec(`UPDATE sessions SET last_active_at = strftime('%Y-%m-%dT%H:%M', 1767225600 + 1200, 'unixepoch') || printf(':%02d.%06dZ', (rowid * 13) % 60, rowid)
+		WHERE rowid BETWEEN 1000 AND 1400`)
+	require.NoError(t, err)
 	for _, id := range []string{"ses_00000012", "ses_00000150", "ses_00002003"} {
 		_, err := db.EventAppend(ctx, &store.EventAppendParams{SessionID: id, Type: store.EventUserMessage})
 		require.NoError(t, err)
