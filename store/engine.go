@@ -242,10 +242,19 @@ type RunSettleParams struct {
 	Events func(r *Run, m *Memo) []EventAppendParams
 }
 
-// RunListParams lists runs, newest first.
+// ListCursor is a keyset position in a run or hold listing: the last row
+// shown, by creation time and id (the tie-break), so the next page starts
+// strictly past it in the listing's order whatever was inserted meanwhile.
+type ListCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// RunListParams lists runs, newest first; After continues a listing.
 type RunListParams struct {
 	Status    string
 	SessionID string
+	After     *ListCursor
 	Limit     int
 }
 
@@ -320,10 +329,12 @@ type HoldDecision struct {
 	CreatedAt time.Time `json:"createdAt"`
 }
 
-// HoldListParams lists holds: open ones oldest first, otherwise newest first.
+// HoldListParams lists holds: open ones oldest first, otherwise newest
+// first; After continues a listing.
 type HoldListParams struct {
 	Status    string
 	SessionID string
+	After     *ListCursor
 	Limit     int
 }
 

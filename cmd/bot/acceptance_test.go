@@ -387,6 +387,7 @@ func TestAcceptanceAPI(t *testing.T) {
 		holdID := hold["id"].(string)
 
 		runs := a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/runs?status=suspended", key: "viewer"})
+		require.Equal(t, "", runs["next"], "runs are a paged list; one page holds these")
 		var found bool
 		for _, r := range requireList(t, runs, "runs") {
 			o := requireShape(t, r, runKeys, "listed run")
@@ -396,6 +397,7 @@ func TestAcceptanceAPI(t *testing.T) {
 		}
 		require.True(t, found, "the suspended run is listed")
 		holds := a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/holds?status=open", key: "viewer"})
+		require.Equal(t, "", holds["next"], "holds are a paged list; one page holds these")
 		found = false
 		for _, h := range requireList(t, holds, "holds") {
 			o := requireShape(t, h, holdKeys, "listed hold")
@@ -403,6 +405,26 @@ func TestAcceptanceAPI(t *testing.T) {
 			found = found || o["id"] == holdID
 		}
 		require.True(t, found, "the open hold is listed")
+
+		// Pages of one reach every run, newest first, each once.
+		every := a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/runs?limit=200", key: "viewer"})
+		walked := map[string]bool{}
+		for cursor, pages := "", 0; ; pages++ {
+			out := a.ok(t, http.StatusOK, req{method: http.MethodGet, key: "viewer", path: "/api/runs?limit=1&cursor=" + url.QueryEscape(cursor)})
+			for _, r := range requireList(t, out, "runs") {
+				id := requireShape(t, r, runKeys, "paged run")["id"].(string)
+				require.False(t, walked[id], "pages do not overlap")
+				walked[id] = true
+			}
+			require.Contains(t, out, "next", "paged lists carry next")
+			if cursor = out["next"].(string); cursor == "" {
+				break
+			}
+			require.Less(t, pages, 200)
+		}
+		for _, r := range requireList(t, every, "runs") {
+			require.True(t, walked[r.(obj)["id"].(string)], "paging reaches every run")
+		}
 		requireShape(t, a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/holds/" + holdID, key: "viewer"}), holdKeys, "hold")
 
 		decide := "/api/holds/" + holdID + "/decision"
@@ -475,6 +497,11 @@ func TestAcceptanceAPI(t *testing.T) {
 			{"UnknownHold", req{method: http.MethodGet, path: "/api/holds/hld_nope", key: "viewer"}, http.StatusNotFound},
 			{"BadRunStatus", req{method: http.MethodGet, path: "/api/runs?status=bogus", key: "viewer"}, http.StatusBadRequest},
 			{"BadHoldStatus", req{method: http.MethodGet, path: "/api/holds?status=bogus", key: "viewer"}, http.StatusBadRequest},
+			{"BadRunsCursor", req{method: http.MethodGet, path: "/api/runs?cursor=not-a-cursor", key: "viewer"}, http.StatusBadRequest},
+			{"BadRunsLimit", req{method: http.MethodGet, path: "/api/runs?limit=500", key: "viewer"}, http.StatusBadRequest},
+			{"BadHoldsCursor", req{method: http.MethodGet, path: "/api/holds?status=open&cursor=not-a-cursor", key: "viewer"}, http.StatusBadRequest},
+			{"BadHoldsLimit", req{method: http.MethodGet, path: "/api/holds?limit=0", key: "viewer"}, http.StatusBadRequest},
+			{"UnknownMemoType", req{method: http.MethodPost, path: "/api/memos", key: "steward", body: obj{"title": "t", "body": "b", "memoType": "recipe"}}, http.StatusBadRequest},
 			{"UnknownRoute", req{method: http.MethodGet, path: "/api/nope", key: "viewer"}, http.StatusNotFound},
 			{"WrongMethod", req{method: http.MethodGet, path: "/api/workflows/echo-probe/enqueue", key: "viewer"}, http.StatusMethodNotAllowed},
 		} {

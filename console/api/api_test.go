@@ -126,6 +126,7 @@ func TestMemoErrors(t *testing.T) {
 		{"Oversize", store.RoleSteward, "POST", "/api/memos", "application/json", big, 413, "too_large"},
 		{"ViewerCannotWrite", store.RoleViewer, "POST", "/api/memos", "application/json", `{"title":"t","body":"b"}`, 403, "forbidden"},
 		{"StewardCannotWriteWorkflows", store.RoleSteward, "POST", "/api/memos", "application/json", `{"title":"t","body":"b","memoType":"workflow"}`, 403, "forbidden"},
+		{"UnknownMemoType", store.RoleSteward, "POST", "/api/memos", "application/json", `{"title":"t","body":"b","memoType":"recipe"}`, 400, "bad_request"},
 		{"UpdateWithoutVersion", store.RoleSteward, "PUT", "/api/memos/mem_nope", "application/json", `{"body":"b"}`, 400, "bad_request"},
 		{"UnknownRoute", store.RoleViewer, "GET", "/api/nothing-here", "", "", 404, "not_found"},
 	} {
@@ -135,6 +136,9 @@ func TestMemoErrors(t *testing.T) {
 			require.Equal(t, tc.status, b.do(t, tc.role, tc.method, tc.path, tc.contentType, strings.NewReader(tc.body), &e))
 			require.Equal(t, tc.code, e.Error.Code)
 			require.NotEmpty(t, e.Error.Message)
+			if tc.name == "UnknownMemoType" {
+				require.Contains(t, e.Error.Message, "note, workflow", "the answer lists the types allowed")
+			}
 		})
 	}
 	var list struct{ Memos []store.Memo }

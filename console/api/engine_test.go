@@ -2,11 +2,14 @@ package api_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -250,6 +253,89 @@ func TestRunsAndHoldsRoutes(t *testing.T) {
 	require.Equal(t, http.StatusOK, b.json(t, store.RoleViewer, http.MethodGet, "/api/holds/"+h.ID, nil, &detail))
 	require.Len(t, detail.Decisions, 4)
 	require.Equal(t, "refused", detail.Decisions[0].Outcome)
+}
+
+func TestRunsAndHoldsPaging(t *testing.T) {
+	t.Parallel()
+	b := engineSetup(t, internalKey)
+	const n = 5
+	for i := range n {
+		require.Equal(t, http.StatusCreated, b.json(t, store.RoleSteward, http.MethodPost, "/api/workflows/draft-memo/enqueue",
+			map[string]any{"dedupeKey": fmt.Sprint("k", i), "payload": map[string]any{"title": "Herons", "brief": "Herons wait."}}, nil))
+	}
+	started := 0
+	for pass := 0; pass < n && started < n; pass++ { // a pass starts at least one pending item
+		var res engine.PassResult
+		require.Equal(t, http.StatusOK, b.cron(t, internalKey, &res))
+		started += res.Started
+	}
+	require.Equal(t, n, started)
+
+	type runPage struct {
+		Runs []runAnswer
+		Next *string
+	}
+	type holdPage struct {
+		Holds []holdAnswer
+		Next  *string
+	}
+	var all runPage
+	require.Equal(t, http.StatusOK, b.json(t, store.RoleViewer, http.MethodGet, "/api/runs?status=suspended", nil, &all))
+	require.Len(t, all.Runs, n)
+	require.NotNil(t, all.Next, "a paged list always answers next")
+	require.Empty(t, *all.Next, "one page holds them all")
+
+	// Walking pages of 2 shows every run once, in the single page's order.
+	for _, path := range []string{"/api/runs?status=suspended&limit=2", "/api/runs?limit=2"} {
+		var ids []string
+		pages := 0
+		for next := ""; ; {
+			var p runPage
+			u := path
+			if next != "" {
+				u += "&cursor=" + url.QueryEscape(next)
+			}
+			require.Equal(t, http.StatusOK, b.json(t, store.RoleViewer, http.MethodGet, u, nil, &p))
+			pages++
+			for _, r := range p.Runs {
+				ids = append(ids, r.ID)
+			}
+			require.NotNil(t, p.Next)
+			if next = *p.Next; next == "" {
+				break
+			}
+			require.Len(t, p.Runs, 2, "only the last page is short")
+		}
+		require.Equal(t, 3, pages, path)
+		var want []string
+		for _, r := range all.Runs {
+			want = append(want, r.ID)
+		}
+		require.Equal(t, want, ids, path)
+	}
+
+	var open holdPage
+	require.Equal(t, http.StatusOK, b.json(t, store.RoleViewer, http.MethodGet, "/api/holds?status=open", nil, &open))
+	require.Len(t, open.Holds, n)
+	var first, second holdPage
+	require.Equal(t, http.StatusOK, b.json(t, store.RoleViewer, http.MethodGet, "/api/holds?status=open&limit=3", nil, &first))
+	require.Len(t, first.Holds, 3)
+	require.NotEmpty(t, *first.Next)
+	require.Equal(t, http.StatusOK, b.json(t, store.RoleViewer, http.MethodGet, "/api/holds?status=open&limit=3&cursor="+url.QueryEscape(*first.Next), nil, &second))
+	require.Len(t, second.Holds, 2)
+	require.Empty(t, *second.Next)
+	require.Equal(t, open.Holds, append(first.Holds, second.Holds...), "the steward queue pages oldest first")
+
+	for _, path := range []string{
+		"/api/runs?cursor=nonsense", "/api/runs?limit=0", "/api/runs?limit=201", "/api/runs?limit=ten",
+		"/api/holds?status=open&cursor=" + url.QueryEscape(base64.RawURLEncoding.EncodeToString([]byte("yesterday|hld_x"))),
+		"/api/holds?limit=-1",
+	} {
+		var e errAnswer
+		require.Equal(t, http.StatusBadRequest, b.json(t, store.RoleViewer, http.MethodGet, path, nil, &e), path)
+		require.Equal(t, "bad_request", e.Error.Code, path)
+		require.NotEmpty(t, e.Error.Message, path)
+	}
 }
 
 func TestMetricsRoute(t *testing.T) {

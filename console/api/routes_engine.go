@@ -140,17 +140,29 @@ func (a *API) runList(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "status must be one of running, suspended, succeeded, failed, cancelled, recovery_exhausted")
 		return
 	}
-	runs, err := a.Store.RunList(r.Context(), &store.RunListParams{Status: status, SessionID: r.URL.Query().Get("sessionId")})
+	limit, after, err := PageParams(r.URL.Query())
 	if err != nil {
 		Fail(w, r, a.Log, err)
 		return
+	}
+	// One row past the page tells whether there is a next one.
+	runs, err := a.Store.RunList(r.Context(), &store.RunListParams{Status: status, SessionID: r.URL.Query().Get("sessionId"),
+		After: after, Limit: limit + 1})
+	if err != nil {
+		Fail(w, r, a.Log, err)
+		return
+	}
+	next := ""
+	if len(runs) > limit {
+		runs = runs[:limit]
+		next = EncodeCursor(runs[limit-1].CreatedAt, runs[limit-1].ID)
 	}
 	out := make([]*RunView, len(runs))
 	for i, run := range runs {
 		out[i] = runView(run)
 		// A listed run has the same shape as GET /api/runs/{id}: its hold
 		// is shown, not null beside a holdId. One lookup by primary key
-		// per held run; the list is capped by the store.
+		// per held run; a page is at most MaxPageSize runs.
 		if run.HoldID != "" {
 			h, err := a.Store.HoldGetByID(r.Context(), run.HoldID)
 			if err != nil {
@@ -160,7 +172,7 @@ func (a *API) runList(w http.ResponseWriter, r *http.Request) {
 			out[i].Hold = &HoldView{Hold: h}
 		}
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"runs": out})
+	WriteJSON(w, http.StatusOK, map[string]any{"runs": out, "next": next})
 }
 
 func (a *API) runGet(w http.ResponseWriter, r *http.Request) {
@@ -193,12 +205,23 @@ func (a *API) holdList(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "status must be open, approved or rejected")
 		return
 	}
-	hs, err := a.Store.HoldList(r.Context(), &store.HoldListParams{Status: status, SessionID: r.URL.Query().Get("sessionId")})
+	limit, after, err := PageParams(r.URL.Query())
 	if err != nil {
 		Fail(w, r, a.Log, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"holds": hs})
+	hs, err := a.Store.HoldList(r.Context(), &store.HoldListParams{Status: status, SessionID: r.URL.Query().Get("sessionId"),
+		After: after, Limit: limit + 1})
+	if err != nil {
+		Fail(w, r, a.Log, err)
+		return
+	}
+	next := ""
+	if len(hs) > limit {
+		hs = hs[:limit]
+		next = EncodeCursor(hs[limit-1].CreatedAt, hs[limit-1].ID)
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{"holds": hs, "next": next})
 }
 
 // HoldDetail is one hold with its audit log.

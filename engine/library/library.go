@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/holdfast-bot/holdfast/engine/workflow"
@@ -74,6 +75,22 @@ type CreateParams struct {
 	Unlisted bool
 }
 
+// MemoTypeNote is an ordinary memo: context memos, dispatched outputs, and
+// whatever a caller creates without naming a type.
+const MemoTypeNote = "note"
+
+// MemoTypes are the memo types the product reads. Anything else would be
+// stored but never listed under a type the console or engine knows, so it
+// is refused rather than silently kept.
+var MemoTypes = []string{MemoTypeNote, store.MemoTypeWorkflow}
+
+func validMemoType(t string) error {
+	if t == "" || slices.Contains(MemoTypes, t) {
+		return nil
+	}
+	return fmt.Errorf("%w: memoType %q is not one of %s", ErrInvalid, t, strings.Join(MemoTypes, ", "))
+}
+
 func validate(title, body string) error {
 	if strings.TrimSpace(title) == "" {
 		return fmt.Errorf("%w: title is required", ErrInvalid)
@@ -87,6 +104,9 @@ func validate(title, body string) error {
 // Create stores a memo; workflow memos are compiled and indexed.
 func (s *Service) Create(ctx context.Context, p CreateParams) (*store.Memo, error) {
 	if err := validate(p.Title, p.Body); err != nil {
+		return nil, err
+	}
+	if err := validMemoType(p.MemoType); err != nil {
 		return nil, err
 	}
 	cp := &store.MemoCreateParams{Title: p.Title, Body: p.Body, MemoType: p.MemoType, Tags: p.Tags, Notes: p.Notes, Unlisted: p.Unlisted}

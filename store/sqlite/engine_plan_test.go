@@ -5,8 +5,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/store"
 )
 
 // TestEngineQueriesUseIndexes: every query the runner, the API and the
@@ -18,22 +21,39 @@ func TestEngineQueriesUseIndexes(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	plan := func(query string, args ...any) string { return queryPlan(t, db, query, args...) }
-	for name, tc := range map[string]struct {
+	type planCase struct {
 		query string
 		args  []any
 		want  string
-	}{
+	}
+	// The listings are checked as RunList and HoldList build them, first
+	// pages and keyset continuations alike.
+	after := &store.ListCursor{CreatedAt: time.Now(), ID: "x"}
+	runs := func(p *store.RunListParams, want string) planCase {
+		q, args := runListQuery(p)
+		return planCase{q, args, want}
+	}
+	holds := func(p *store.HoldListParams, want string) planCase {
+		q, args := holdListQuery(p)
+		return planCase{q, args, want}
+	}
+	for name, tc := range map[string]planCase{
 		"Claim":             {claimQuery, []any{"t", 3}, "queue_items_status"},
 		"PendingCount":      {pendingCountQuery, nil, "queue_items_status"},
 		"StuckRuns":         {stuckRunsQuery, []any{"t", 5}, "runs_stuck"},
 		"ApprovedRuns":      {approvedRunsQuery, []any{5}, "runs_approved"},
 		"ExpiredHolds":      {expiredHoldsQuery, []any{"t", 5}, "holds_status_expiry"},
-		"RunsByStatus":      {`SELECT ` + runColumns + runFrom + ` WHERE r.status = ? ORDER BY r.created_at DESC LIMIT ?`, []any{"running", 5}, "runs_status_created"},
-		"RunsNewest":        {`SELECT ` + runColumns + runFrom + ` ORDER BY r.created_at DESC LIMIT ?`, []any{5}, "runs_created"},
-		"RunsOfSession":     {`SELECT ` + runColumns + runFromBySession + ` WHERE r.session_id = ? AND r.status = ? ORDER BY r.created_at DESC LIMIT ?`, []any{"s", "running", 5}, "runs_session"},
-		"OpenHolds":         {`SELECT ` + holdColumns + ` FROM holds WHERE status = ? ORDER BY created_at LIMIT ?`, []any{"open", 5}, "holds_status_created"},
-		"HoldsHistory":      {`SELECT ` + holdColumns + ` FROM holds ORDER BY created_at DESC LIMIT ?`, []any{5}, "holds_created"},
-		"HoldsOfSession":    {`SELECT ` + holdColumns + ` FROM holds INDEXED BY holds_session WHERE session_id = ? AND status = ? ORDER BY created_at LIMIT ?`, []any{"s", "open", 5}, "holds_session"},
+		"RunsByStatus":      runs(&store.RunListParams{Status: "running"}, "runs_status_created"),
+		"RunsByStatusPaged": runs(&store.RunListParams{Status: "running", After: after}, "runs_status_created"),
+		"RunsNewest":        runs(&store.RunListParams{}, "runs_created"),
+		"RunsNewestPaged":   runs(&store.RunListParams{After: after}, "runs_created"),
+		"RunsOfSession":     runs(&store.RunListParams{SessionID: "s", Status: "running"}, "runs_session"),
+		"OpenHolds":         holds(&store.HoldListParams{Status: "open"}, "holds_status_created"),
+		"OpenHoldsPaged":    holds(&store.HoldListParams{Status: "open", After: after}, "holds_status_created"),
+		"DecidedHoldsPaged": holds(&store.HoldListParams{Status: "approved", After: after}, "holds_status_created"),
+		"HoldsHistory":      holds(&store.HoldListParams{}, "holds_created"),
+		"HoldsHistoryPaged": holds(&store.HoldListParams{After: after}, "holds_created"),
+		"HoldsOfSession":    holds(&store.HoldListParams{SessionID: "s", Status: "open"}, "holds_session"),
 		"HoldAudit":         {`SELECT id FROM hold_decisions WHERE hold_id = ? ORDER BY id`, []any{"h"}, "hold_decisions_hold"},
 		"QueueCountsByStat": {`SELECT status, COUNT(*) FROM workflow_queue_items GROUP BY status`, nil, "queue_items_status"},
 	} {
@@ -41,6 +61,9 @@ func TestEngineQueriesUseIndexes(t *testing.T) {
 		require.Contains(t, got, tc.want, "%s:\n%s", name, got)
 		if !strings.HasSuffix(name, "OfSession") { // a session has a handful of runs and holds; sorting them is free
 			require.NotContains(t, got, "TEMP B-TREE", "%s sorts:\n%s", name, got)
+		}
+		if strings.HasSuffix(name, "Paged") { // the cursor bounds the index range; no rows before it are read
+			require.Contains(t, got, "(created_at,id)", "%s:\n%s", name, got)
 		}
 		// Walking an index (a partial one, or newest-first under a LIMIT)
 		// is fine; a bare table scan is not.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -70,31 +71,52 @@ func (db *DB) holdQuery(ctx context.Context, q string, args ...any) ([]*store.Ho
 }
 
 // HoldList lists holds: open ones oldest first (the queue a steward works
-// through), decided ones newest first.
+// through), decided ones newest first, from p.After on. Pages order by
+// (created_at, id), which the holds_status_created and holds_created indexes
+// end in, so each page is a bounded index walk.
 func (db *DB) HoldList(ctx context.Context, p *store.HoldListParams) ([]*store.Hold, error) {
+	q, args := holdListQuery(p)
+	return db.holdQuery(ctx, q, args...)
+}
+
+func holdListQuery(p *store.HoldListParams) (string, []any) {
 	limit := p.Limit
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
 	q := `SELECT ` + holdColumns + ` FROM holds`
+	var where []string
 	var args []any
 	switch {
 	case p.SessionID != "" && p.Status != "":
-		q = `SELECT ` + holdColumns + ` FROM holds INDEXED BY holds_session WHERE session_id = ? AND status = ?`
+		q += ` INDEXED BY holds_session`
+		where = append(where, `session_id = ?`, `status = ?`)
 		args = append(args, p.SessionID, p.Status)
 	case p.SessionID != "":
-		q += ` WHERE session_id = ?`
+		where = append(where, `session_id = ?`)
 		args = append(args, p.SessionID)
 	case p.Status != "":
-		q += ` WHERE status = ?`
+		where = append(where, `status = ?`)
 		args = append(args, p.Status)
 	}
-	if p.Status == store.HoldOpen {
-		q += ` ORDER BY created_at LIMIT ?`
-	} else {
-		q += ` ORDER BY created_at DESC LIMIT ?`
+	oldestFirst := p.Status == store.HoldOpen
+	if p.After != nil {
+		if oldestFirst {
+			where = append(where, `(created_at, id) > (?, ?)`)
+		} else {
+			where = append(where, `(created_at, id) < (?, ?)`)
+		}
+		args = append(args, formatTime(p.After.CreatedAt), p.After.ID)
 	}
-	return db.holdQuery(ctx, q, append(args, limit)...)
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	if oldestFirst {
+		q += ` ORDER BY created_at, id LIMIT ?`
+	} else {
+		q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	}
+	return q, append(args, limit)
 }
 
 // HoldCountOpen counts open holds.

@@ -14,16 +14,13 @@ import (
 // SessionList pages sessions newest activity first. Each origin is its own
 // index range (sessions_listing) read in order and cut at the limit, and the
 // arms are merged: a page costs about limit×origins index rows however large
-// the table is or however rare an origin is.
+// the table is or however rare an origin is. A text filter the trigram index
+// can answer drives from that index instead (searchListQuery).
 func (db *DB) SessionList(ctx context.Context, p *store.SessionListParams) ([]*store.Session, error) {
 	if len(p.Origins) == 0 {
 		return []*store.Session{}, nil
 	}
-	rare, err := db.rareMatch(ctx, p.Query)
-	if err != nil {
-		return nil, fmt.Errorf("session list: %w", err)
-	}
-	query, allArgs := sessionListQuery(p, rare)
+	query, allArgs := sessionListQuery(p)
 	out, err := queryAll(ctx, db.r, scanSession, query, allArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("session list: %w", err)
@@ -34,25 +31,6 @@ func (db *DB) SessionList(ctx context.Context, p *store.SessionListParams) ([]*s
 	return out, nil
 }
 
-// rareMatchMax is where the text filter changes strategy. Up to this many
-// title/tag matches, the matches are fetched through the trigram index and
-// sorted; beyond it they are dense enough that walking the listing index and
-// testing each row fills a page within a few thousand rows.
-const rareMatchMax = 2000
-
-// rareMatch reports whether q is a substring the trigram index can answer
-// (three characters or more) that matches at most rareMatchMax sessions.
-func (db *DB) rareMatch(ctx context.Context, q string) (bool, error) {
-	q = strings.TrimSpace(q)
-	if len([]rune(q)) < 3 {
-		return false, nil
-	}
-	var n int
-	err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM sessions_search WHERE sessions_search MATCH ? LIMIT ?)`,
-		ftsPhrase(q), rareMatchMax+1).Scan(&n)
-	return n <= rareMatchMax, err
-}
-
 // ftsPhrase quotes q as one FTS5 phrase: with the trigram tokenizer that is a
 // case-insensitive substring match, punctuation included.
 func ftsPhrase(q string) string {
@@ -60,17 +38,18 @@ func ftsPhrase(q string) string {
 }
 
 // sessionListQuery builds the listing: one arm per origin, each a range of
-// sessions_listing cut at the limit, merged newest first. With rare, the
-// text filter drives instead: its few matches come from the trigram index.
-func sessionListQuery(p *store.SessionListParams, rare bool) (string, []any) {
+// sessions_listing cut at the limit, merged newest first. A text filter of
+// three characters or more (what a trigram can match) is answered by
+// searchListQuery; shorter ones test each row of the walk.
+func sessionListQuery(p *store.SessionListParams) (string, []any) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 50
 	}
 	q := strings.TrimSpace(p.Query)
 	origins := normTags(p.Origins)
-	if rare {
-		return rareListQuery(p, q, origins, limit)
+	if len([]rune(q)) >= 3 {
+		return searchListQuery(p, q, origins, limit)
 	}
 	var (
 		where []string
@@ -114,25 +93,48 @@ func sessionListQuery(p *store.SessionListParams, rare bool) (string, []any) {
 		CROSS JOIN sessions AS s ON s.rowid = page.k ORDER BY page.last_active_at DESC, page.id DESC`, append(allArgs, limit)
 }
 
-// rareListQuery reads the text filter's matches from the trigram index
-// first (CROSS JOIN fixes that order), fetches each by rowid and sorts the
-// few that pass the other filters.
-func rareListQuery(p *store.SessionListParams, q string, origins []string, limit int) (string, []any) {
+// searchMinuteShift places a session's minute of last activity above its
+// rowid in its sessions_search key (migration 012).
+const searchMinuteShift = 32
+
+// searchListQuery answers a text filter from sessions_search, whose keys
+// order matches by minute of last activity. The inner query walks matches
+// newest minute first until `limit` of them pass the other filters; every
+// session of the page is then in that match's minute or a newer one, so the
+// outer query reads only those minutes' matches, fetches each by rowid and
+// sorts them exactly. A page costs about limit plus one minute's matches,
+// whether the query matches ten sessions or most of them, recent or old.
+func searchListQuery(p *store.SessionListParams, q string, origins []string, limit int) (string, []any) {
 	cols := strings.Fields(strings.ReplaceAll(sessionColumns, ",", " "))
-	query := `SELECT s.` + strings.Join(cols, ", s.") + ` FROM sessions_search CROSS JOIN sessions AS s ON s.rowid = sessions_search.rowid
-		WHERE sessions_search MATCH ? AND s.origin IN (?` + strings.Repeat(", ?", len(origins)-1) + `) AND s.event_count > 0`
-	args := []any{ftsPhrase(q)}
-	for _, o := range origins {
-		args = append(args, o)
+	// filter is the search and the listing's other conditions over one
+	// (index, session) alias pair, with the newest-minute bound of a cursor.
+	filter := func(f, s string) (string, []any) {
+		cond := f + `.sessions_search MATCH ? AND ` + s + `.origin IN (?` + strings.Repeat(", ?", len(origins)-1) + `) AND ` + s + `.event_count > 0`
+		args := []any{ftsPhrase(q)}
+		for _, o := range origins {
+			args = append(args, o)
+		}
+		if !p.IncludeArchived {
+			cond += ` AND ` + s + `.archived = 0`
+		}
+		if p.After != nil {
+			cond += ` AND ` + f + `.rowid < ? AND (` + s + `.last_active_at, ` + s + `.id) < (?, ?)`
+			next := (p.After.LastActiveAt.Unix()/60 + 1) << searchMinuteShift
+			args = append(args, next, formatTime(p.After.LastActiveAt), p.After.ID)
+		}
+		return cond, args
 	}
-	if !p.IncludeArchived {
-		query += ` AND s.archived = 0`
+	join := func(f, s string) string {
+		return `sessions_search AS ` + f + ` CROSS JOIN sessions AS ` + s + ` ON ` + s + `.rowid = ` + f +
+			`.rowid & ` + fmt.Sprint(int64(1)<<searchMinuteShift-1)
 	}
-	if p.After != nil {
-		query += ` AND (s.last_active_at, s.id) < (?, ?)`
-		args = append(args, formatTime(p.After.LastActiveAt), p.After.ID)
-	}
-	return query + ` ORDER BY s.last_active_at DESC, s.id DESC LIMIT ?`, append(args, limit)
+	outer, outerArgs := filter("f", "s")
+	inner, innerArgs := filter("f2", "s2")
+	query := `SELECT s.` + strings.Join(cols, ", s.") + ` FROM ` + join("f", "s") + ` WHERE ` + outer +
+		` AND f.rowid >= COALESCE((SELECT f2.rowid >> ` + fmt.Sprint(searchMinuteShift) + ` << ` + fmt.Sprint(searchMinuteShift) +
+		` FROM ` + join("f2", "s2") + ` WHERE ` + inner + ` ORDER BY f2.rowid DESC LIMIT 1 OFFSET ?), 0)
+		ORDER BY s.last_active_at DESC, s.id DESC LIMIT ?`
+	return query, append(append(append(outerArgs, innerArgs...), limit-1), limit)
 }
 
 func likeEscape(s string) string {

@@ -231,4 +231,108 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.NoError(t, err)
 		require.Equal(t, int64(1), counts[store.RunRecoveryExhausted])
 	})
+
+	t.Run("RunsAndHoldsPageByKeyset", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		wf := workflow(t, s)
+		const n = 7
+		for i := range n {
+			enqueue(t, s, wf, fmt.Sprint(i))
+		}
+		// One claim makes every run in one transaction: equal creation
+		// times, so pages rely on the id tie-break to neither skip nor repeat.
+		runs, err := s.QueueItemClaim(ctx, &store.QueueItemClaimParams{RunnerID: "a", Limit: n})
+		require.NoError(t, err)
+		require.Len(t, runs, n)
+		for _, r := range runs {
+			_, err := s.RunSuspend(ctx, &store.RunSuspendParams{RunCheckpointParams: store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease},
+				Hold: &store.Hold{ID: store.HoldIDForRun(r.ID), Command: "/w", GateLabel: "Check", Output: "out", RequiredApprovals: 1}})
+			require.NoError(t, err)
+		}
+
+		pageRuns := func(status string, limit int) []string {
+			var ids []string
+			var after *store.ListCursor
+			for {
+				page, err := s.RunList(ctx, &store.RunListParams{Status: status, After: after, Limit: limit})
+				require.NoError(t, err)
+				for _, r := range page {
+					ids = append(ids, r.ID)
+				}
+				if len(page) < limit {
+					return ids
+				}
+				last := page[len(page)-1]
+				after = &store.ListCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+			}
+		}
+		pageHolds := func(status string, limit int) []string {
+			var ids []string
+			var after *store.ListCursor
+			for {
+				page, err := s.HoldList(ctx, &store.HoldListParams{Status: status, After: after, Limit: limit})
+				require.NoError(t, err)
+				for _, h := range page {
+					ids = append(ids, h.ID)
+				}
+				if len(page) < limit {
+					return ids
+				}
+				last := page[len(page)-1]
+				after = &store.ListCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+			}
+		}
+		runIDs := func(rs []*store.Run) (ids []string) {
+			for _, r := range rs {
+				ids = append(ids, r.ID)
+			}
+			return ids
+		}
+		holdIDs := func(hs []*store.Hold) (ids []string) {
+			for _, h := range hs {
+				ids = append(ids, h.ID)
+			}
+			return ids
+		}
+
+		all, err := s.RunList(ctx, &store.RunListParams{Status: store.RunSuspended, Limit: 100})
+		require.NoError(t, err)
+		require.Len(t, all, n)
+		for i := 1; i < n; i++ {
+			require.False(t, all[i].CreatedAt.After(all[i-1].CreatedAt), "runs come newest first")
+		}
+		for _, limit := range []int{1, 3, n} {
+			require.Equal(t, runIDs(all), pageRuns(store.RunSuspended, limit), "runs by status, pages of %d", limit)
+			require.Equal(t, runIDs(all), pageRuns("", limit), "all runs, pages of %d", limit)
+		}
+
+		open, err := s.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, Limit: 100})
+		require.NoError(t, err)
+		require.Len(t, open, n)
+		for i := 1; i < n; i++ {
+			require.False(t, open[i].CreatedAt.Before(open[i-1].CreatedAt), "open holds come oldest first")
+		}
+		for _, limit := range []int{1, 3, n} {
+			require.Equal(t, holdIDs(open), pageHolds(store.HoldOpen, limit), "open holds, pages of %d", limit)
+		}
+
+		for _, h := range open[:3] {
+			_, err := s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Decision: "reject", DecidedBy: "ada", DeciderKey: "u1", Via: "api"})
+			require.NoError(t, err)
+		}
+		rejected, err := s.HoldList(ctx, &store.HoldListParams{Status: store.HoldRejected, Limit: 100})
+		require.NoError(t, err)
+		require.Len(t, rejected, 3)
+		for i := 1; i < len(rejected); i++ {
+			require.False(t, rejected[i].CreatedAt.After(rejected[i-1].CreatedAt), "decided holds come newest first")
+		}
+		history, err := s.HoldList(ctx, &store.HoldListParams{Limit: 100})
+		require.NoError(t, err)
+		for _, limit := range []int{1, 2} {
+			require.Equal(t, holdIDs(rejected), pageHolds(store.HoldRejected, limit), "rejected holds, pages of %d", limit)
+			require.Equal(t, holdIDs(history), pageHolds("", limit), "every hold, pages of %d", limit)
+		}
+		require.Equal(t, holdIDs(open[3:]), pageHolds(store.HoldOpen, 2), "a decided hold leaves the open queue")
+	})
 }

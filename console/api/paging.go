@@ -1,0 +1,54 @@
+package api
+
+import (
+	"encoding/base64"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// Page sizes of the runs and holds listings (SPEC §7: paged lists answer
+// `next`, empty on the last page).
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 200
+)
+
+// PageParams reads a listing's `limit` and `cursor` query parameters.
+func PageParams(q url.Values) (limit int, after *store.ListCursor, err error) {
+	limit = DefaultPageSize
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPageSize {
+			return 0, nil, Invalidf("limit must be a whole number from 1 to %d", MaxPageSize)
+		}
+		limit = n
+	}
+	if c := q.Get("cursor"); c != "" {
+		if after, err = DecodeCursor(c); err != nil {
+			return 0, nil, err
+		}
+	}
+	return limit, after, nil
+}
+
+// EncodeCursor makes the opaque `next` value for a listing whose last shown
+// row was created at createdAt with id.
+func EncodeCursor(createdAt time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(createdAt.UTC().Format(time.RFC3339Nano) + "|" + id))
+}
+
+// DecodeCursor reads a `next` value back; anything else is the client's
+// error, never a silent first page.
+func DecodeCursor(c string) (*store.ListCursor, error) {
+	if raw, err := base64.RawURLEncoding.DecodeString(c); err == nil {
+		ts, id, ok := strings.Cut(string(raw), "|")
+		if t, perr := time.Parse(time.RFC3339Nano, ts); ok && perr == nil && id != "" {
+			return &store.ListCursor{CreatedAt: t, ID: id}, nil
+		}
+	}
+	return nil, Invalidf("malformed cursor %q (pass back the listing's next value)", c)
+}
