@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -390,4 +391,74 @@ func TestDirectMessages(t *testing.T) {
 	again, err := tb.store.SessionGetByTag(tb.ctx, "slack:D1:"+root)
 	require.NoError(t, err)
 	require.Equal(t, ses.ID, again.ID)
+}
+
+// crashingEngine stands for a process that dies inside the enqueue: the call
+// never returns until the bridge's context ends.
+type crashingEngine struct {
+	bridge.Engine
+	entered chan struct{}
+}
+
+func (e crashingEngine) Enqueue(ctx context.Context, p bridge.EnqueueParams) (string, bool, error) {
+	select {
+	case e.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return "", false, ctx.Err()
+}
+
+// TestMentionReplayRecordsOnce: a process that recorded a mention command in
+// the transcript and died before marking its delivery processed leaves the
+// delivery to be replayed; the replay runs the command, and the transcript
+// shows the request once.
+func TestMentionReplayRecordsOnce(t *testing.T) {
+	t.Parallel()
+	o := standIns()
+	o.noStart = true
+	tb := setup(t, o)
+	tb.addWorkflow(t, "/draft-memo", "live", "Drafts")
+	root := tb.ts()
+	tb.event(t, "EvX1", mention("CX", "U1", root, "", "draft-memo Salt marshes"))
+
+	crash := crashingEngine{entered: make(chan struct{}, 1)}
+	cfg := bridge.Config{SigningSecret: secret, Tick: 50 * time.Millisecond, InboxRetry: 10 * time.Millisecond}
+	b1 := bridge.New(cfg, tb.store, apiFor(tb), crash, bridge.SessionsService(tb.sessions), discard())
+	ctx1, crash1 := context.WithCancel(tb.ctx)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); _ = b1.Start(ctx1) }()
+	select {
+	case <-crash.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first process never reached the enqueue")
+	}
+	crash1()
+	<-stopped
+	tb.inboxPendingIs(t, 1)
+	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:CX:"+root)
+	require.NoError(t, err)
+	requests := func() int {
+		evs, err := tb.sessions.Events(tb.ctx, ses.ID, time.Time{}, 100)
+		require.NoError(t, err)
+		n := 0
+		for _, ev := range evs {
+			if ev.Type == "user_message" && ev.Payload["text"] == "draft-memo Salt marshes" {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 1, requests(), "recorded before the crash")
+
+	// The next process replays the delivery: the item is queued and
+	// acknowledged, and the request is still in the transcript once.
+	eng := newRecordingEngine()
+	runBridge(t, tb, bridge.New(cfg, tb.store, apiFor(tb), eng, bridge.SessionsService(tb.sessions), discard()))
+	tb.waitPost(t, "CX", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "Queued `draft-memo`") })
+	tb.inboxDrained(t)
+	enq, _ := eng.snapshot()
+	require.Len(t, enq, 1)
+	require.Equal(t, 1, requests())
+	require.Len(t, tb.posts("CX", root), 1)
 }

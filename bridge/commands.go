@@ -61,8 +61,10 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 		isWorkflow = true
 	}
 	// A command is kept in the transcript too, before its effects (a run's
-	// events, a policy change) so the transcript reads in order.
-	if _, err := b.store.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: "user_message", Actor: actor(m.User),
+	// events, a policy change) so the transcript reads in order. The
+	// delivery is marked processed only after those effects, so a replay
+	// after a crash comes back here: the line is keyed by the Slack event.
+	if _, err := b.store.SlackEventAppendOnce(ctx, it.Key, &store.EventAppendParams{SessionID: ses.ID, Type: "user_message", Actor: actor(m.User),
 		Payload: map[string]any{"text": unescape(text), "user": m.User, "channel": m.Channel, "ts": m.TS, "mention": true}}); err != nil {
 		return fmt.Errorf("record the mention: %w", err)
 	}

@@ -21,6 +21,12 @@ type SlackStore interface {
 	// the delivery processed in the same transaction, so a crash can neither
 	// lose nor repeat the transcript line.
 	SlackInboxAppendEvent(ctx context.Context, inboxID int64, ev *EventAppendParams) (*Event, error)
+	// SlackEventAppendOnce appends ev, its payload stamped slackEventId, to
+	// its session's transcript unless the session already holds an event of
+	// ev's type with that slackEventId; added reports whether it appended.
+	// A delivery whose effects follow its transcript line (a mention
+	// command) records it so: replayed after a crash, it records it once.
+	SlackEventAppendOnce(ctx context.Context, slackEventID string, ev *EventAppendParams) (added bool, err error)
 
 	// SlackOutboxAdd queues Slack writes; a message whose DedupeKey is already
 	// queued is skipped. Answers how many were new.

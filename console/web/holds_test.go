@@ -2,8 +2,10 @@ package web_test
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -136,6 +138,8 @@ func TestHoldDecisions(t *testing.T) {
 		require.NotContains(t, page, hold.RunID)
 		status, _ := viewer.get("/runs?status=bogus")
 		require.Equal(t, http.StatusBadRequest, status)
+		status, _ = viewer.get("/runs?cursor=bogus")
+		require.Equal(t, http.StatusBadRequest, status)
 		status, _ = viewer.get("/runs/run_missing")
 		require.Equal(t, http.StatusNotFound, status)
 		status, _ = viewer.get("/holds/hld_missing")
@@ -202,4 +206,32 @@ func TestRunNow(t *testing.T) {
 	status, page, _ = steward.post("/workflows/draft-memo/enqueue", url.Values{"brief": {"paused"}})
 	require.Equal(t, http.StatusConflict, status)
 	require.Contains(t, page, "not live")
+}
+
+func TestRunsPageOlderLink(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	viewer := b.signedIn(t, "viewer")
+	for _, brief := range []string{"first", "second", "third"} {
+		b.heldRun(t, "slack:U9", brief)
+	}
+	all, err := b.db.RunList(context.Background(), &store.RunListParams{})
+	require.NoError(t, err)
+	require.Len(t, all, 3)
+
+	_, page := viewer.get("/runs?status=suspended&limit=2")
+	require.Contains(t, page, all[0].ID)
+	require.Contains(t, page, all[1].ID)
+	require.NotContains(t, page, all[2].ID)
+	m := regexp.MustCompile(`href="(/runs\?[^"]+)" rel="next"`).FindStringSubmatch(page)
+	require.NotNil(t, m, "a full page links to older runs")
+	require.Contains(t, page, ">Older runs</a>")
+	older := html.UnescapeString(m[1])
+	require.Contains(t, older, "status=suspended", "the link keeps the filter")
+
+	status, page := viewer.get(older)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, page, all[2].ID)
+	require.NotContains(t, page, all[0].ID)
+	require.NotContains(t, page, `rel="next"`, "the last page links nowhere")
 }

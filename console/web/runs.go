@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/holdfast-bot/holdfast/console/api"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/templates"
@@ -44,12 +45,34 @@ func (c *Console) runList(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusBadRequest, "Bad request", "status must be one of "+strings.Join(runStatuses, ", "))
 		return
 	}
-	runs, err := c.Store.RunList(r.Context(), &store.RunListParams{Status: status, Limit: 200})
+	// The page pages like GET /api/runs (same cursor), a full page of
+	// api.MaxPageSize runs unless the URL asks for fewer.
+	q := r.URL.Query()
+	limit, after, err := api.PageParams(q)
+	if err != nil {
+		c.errorPage(w, r, http.StatusBadRequest, "Bad request", strings.TrimPrefix(err.Error(), api.ErrInvalid.Error()+": "))
+		return
+	}
+	if q.Get("limit") == "" {
+		limit = api.MaxPageSize
+	}
+	runs, err := c.Store.RunList(r.Context(), &store.RunListParams{Status: status, After: after, Limit: limit + 1})
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
 	var v templates.RunsView
+	if len(runs) > limit {
+		runs = runs[:limit]
+		next := url.Values{"cursor": {api.EncodeCursor(runs[limit-1].CreatedAt, runs[limit-1].ID)}}
+		if status != "" {
+			next.Set("status", status)
+		}
+		if q.Get("limit") != "" {
+			next.Set("limit", q.Get("limit"))
+		}
+		v.NextURL = templSafe("/runs?" + next.Encode())
+	}
 	v.Statuses = append(v.Statuses, templates.OriginToggle{Label: "all", On: status == "", URL: "/runs"})
 	for _, s := range runStatuses {
 		v.Statuses = append(v.Statuses, templates.OriginToggle{Origin: s, Label: strings.ReplaceAll(s, "_", " "), On: status == s,

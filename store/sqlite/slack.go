@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -121,6 +122,42 @@ func (db *DB) SlackInboxAppendEvent(ctx context.Context, inboxID int64, p *store
 		return nil, fmt.Errorf("slack inbox append event: %w", err)
 	}
 	return ev, nil
+}
+
+// SlackEventAppendOnce appends ev unless its session already holds an event
+// of its type from the same Slack event; the check and the append are one
+// transaction. The session's (session_id, type, ts) index bounds the search.
+func (db *DB) SlackEventAppendOnce(ctx context.Context, slackEventID string, p *store.EventAppendParams) (bool, error) {
+	if slackEventID == "" {
+		return false, fmt.Errorf("slack event append once: no slack event id")
+	}
+	q := *p
+	q.Payload = maps.Clone(p.Payload)
+	if q.Payload == nil {
+		q.Payload = map[string]any{}
+	}
+	q.Payload["slackEventId"] = slackEventID
+	added := false
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		added = false
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM session_events WHERE session_id = ? AND type = ?
+			AND json_extract(payload, '$.slackEventId') = ?`, q.SessionID, q.Type, slackEventID).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return nil
+		}
+		if _, err := eventAppendTx(ctx, tx, &q); err != nil {
+			return err
+		}
+		added = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("slack event append once: %w", err)
+	}
+	return added, nil
 }
 
 func outboxAddTx(ctx context.Context, tx *sql.Tx, msgs []*store.SlackOutboxAddParams) (int, error) {

@@ -54,6 +54,31 @@ func runSlack(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Empty(t, pending)
 	})
 
+	t.Run("SlackEventAppendOnce", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginChannel, Platform: "slack", Tags: []string{"slack:C9:1.000002"}, Policy: "auto"})
+		require.NoError(t, err)
+		line := func(text string) *store.EventAppendParams {
+			return &store.EventAppendParams{SessionID: ses.ID, Type: "user_message", Actor: "slack:U1", Payload: map[string]any{"text": text}}
+		}
+		for i, c := range []struct {
+			id, text string
+			added    bool
+		}{{"Ev1", "status", true}, {"Ev1", "status", false}, {"Ev2", "status", true}, {"Ev1", "other", false}} {
+			added, err := s.SlackEventAppendOnce(ctx, c.id, line(c.text))
+			require.NoError(t, err)
+			require.Equal(t, c.added, added, "case %d", i)
+		}
+		_, err = s.SlackEventAppendOnce(ctx, "", line("x"))
+		require.Error(t, err)
+		evs, err := s.EventList(ctx, &store.EventListParams{SessionID: ses.ID})
+		require.NoError(t, err)
+		require.Len(t, evs, 2)
+		require.Equal(t, map[string]any{"text": "status", "slackEventId": "Ev1"}, evs[0].Payload)
+		require.Equal(t, "Ev2", evs[1].Payload["slackEventId"])
+	})
+
 	t.Run("SlackOutboxOrderPerQueue", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
