@@ -21,9 +21,15 @@ func TestSessionListSearchIsExact(t *testing.T) {
 	ctx := context.Background()
 	db := openBench(t)
 	seedSessions(t, db, 3_000) // one second apart: 50 minutes of activity
+	// Rebuild the index as upgrading a database with sessions does: the
+	// triggers below must re-key the entries the migration wrote.
+	rebuild, err := migrationFS.ReadFile("migrations/013_sessions_search_newest_first.sql")
+	require.NoError(t, err)
+	_, err = db.w.Exec(string(rebuild))
+	require.NoError(t, err)
 	// Shuffle activity: some sessions move within their minute, others
 	// across many minutes, forwards and back.
-	_, err := db.w.Exec(`UPDATE sessions SET last_active_at = strftime('%Y-%m-%dT%H:%M:%S.000000Z', 1767225600 + (rowid * 7919) % 3000, 'unixepoch')
+	_, err = db.w.Exec(`UPDATE sessions SET last_active_at = strftime('%Y-%m-%dT%H:%M:%S.000000Z', 1767225600 + (rowid * 7919) % 3000, 'unixepoch')
 		WHERE rowid % 3 = 0`)
 	require.NoError(t, err)
 	_, err = db.w.Exec(`UPDATE sessions SET last_active_at = substr(last_active_at, 1, 17) || '59.999999Z' WHERE rowid % 5 = 0`)
