@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
@@ -70,13 +71,14 @@ type MessageResult struct {
 // (/status, /terminate, /compact) sent as a message runs as that command. A
 // second message while a turn runs is refused (ErrConflict) and changes
 // nothing.
-func (s *Service) Message(ctx context.Context, id, text, actor string, background bool) (*MessageResult, error) {
+func (s *Service) Message(ctx context.Context, id, text string, by engine.Decider, background bool) (*MessageResult, error) {
 	text = strings.TrimSpace(text)
 	if text == "" {
 		return nil, invalidf("text is required")
 	}
+	actor := by.UID()
 	if cmd, ok := coreCommand(text); ok {
-		res, err := s.Command(ctx, id, cmd, actor)
+		res, err := s.Command(ctx, id, cmd, by)
 		if err != nil {
 			return nil, err
 		}
