@@ -451,6 +451,40 @@ func TestHolds(t *testing.T) {
 		require.Equal(t, store.RunSucceeded, b.waitRun(t, it.ID, EventRunFinished).Status)
 	})
 
+	t.Run("ConcurrentDecisionsCountOnce", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.workflow(t, "/held", "**Approval** `hold`", "**Approvals** `3`")
+		stewards := make([]*store.User, 6)
+		for i := range stewards {
+			stewards[i] = b.user(t, fmt.Sprintf("s%d", i), store.RoleSteward, "")
+		}
+		it := b.enqueue(t, EnqueueParams{Command: "/held", Payload: map[string]any{"brief": "x"}})
+		h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
+		errs := make([]error, len(stewards))
+		var wg sync.WaitGroup
+		for i, s := range stewards {
+			wg.Go(func() {
+				_, errs[i] = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: via(steward(s), "api")})
+			})
+		}
+		wg.Wait()
+		accepted := 0
+		for _, err := range errs {
+			if err == nil {
+				accepted++
+			} else {
+				require.ErrorIs(t, err, store.ErrConflict)
+			}
+		}
+		require.Equal(t, 3, accepted, "exactly the approvals needed are accepted; the rest find the hold decided")
+		got, err := b.db.HoldGetByID(ctx, h.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.HoldApproved, got.Status)
+		require.Len(t, got.Approvals, 3)
+		require.Equal(t, store.RunSucceeded, b.waitRun(t, it.ID, EventRunFinished).Status)
+	})
+
 	t.Run("EditedApprovalDispatchesTheEdit", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
@@ -82,16 +83,15 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) (*store.Hold, error
 	if p.Decision == "approve" && !h.SelfApproval && isOwner(h.OwnerUID, d) {
 		return refuse(name + " asked for this run and may not approve it (the workflow's Policy does not allow self approval)")
 	}
-	if p.Decision == "approve" && h.Status == store.HoldOpen {
-		for _, a := range h.Approvals {
-			if a.Key == deciderKey(d) {
-				return nil, store.Refuse(store.ErrConflict, "you already approved this hold (%d of %d approvals); it needs another steward's approval",
-					len(h.Approvals), h.RequiredApprovals)
-			}
-		}
-	}
-	return e.decide(ctx, h, &store.HoldDecideParams{HoldID: h.ID, Decision: p.Decision, DecidedBy: name,
-		DeciderKey: deciderKey(d), Via: d.Via, Comment: p.Comment, Output: nonEmpty(p.Output)})
+	return e.decide(ctx, h, attempt{decision: p.Decision, by: name, key: deciderKey(d), via: d.Via,
+		comment: p.Comment, output: nonEmpty(p.Output)})
+}
+
+// attempt is one decision on its way to the store.
+type attempt struct {
+	decision, by, key, via, comment string
+	output                          *string
+	force                           bool // hold timeouts: decides whatever the count
 }
 
 // resolve completes d with its linked identity: a console user's linked
@@ -144,43 +144,107 @@ func nonEmpty(s string) *string {
 	return &s
 }
 
-func (e *Engine) decide(ctx context.Context, h *store.Hold, p *store.HoldDecideParams) (*store.Hold, error) {
-	p.Now = e.cfg.Now()
-	p.Events = func(h *store.Hold, r *store.Run) []store.EventAppendParams {
-		if h.Status == store.HoldOpen {
-			approvals := make([]any, 0, len(h.Approvals))
-			for _, a := range h.Approvals {
-				approvals = append(approvals, map[string]any{"by": a.By, "via": a.Via})
+// decide applies an attempt: the rules (one approval per person, N
+// approvals decide, a rejection cancels the run) are here; the store writes
+// the result as a compare-and-set on the hold as read, so two deciders at
+// once cannot both count. On a lost race the hold is read again.
+func (e *Engine) decide(ctx context.Context, h *store.Hold, a attempt) (*store.Hold, error) {
+	for tries := 0; ; tries++ {
+		p, conflict := e.decision(h, a)
+		if conflict != "" {
+			audit := p.Audit
+			audit.Outcome, audit.Reason = store.AttemptConflict, conflict
+			if err := e.store.HoldDecisionAppend(ctx, &audit); err != nil {
+				return nil, err
 			}
-			return []store.EventAppendParams{{Type: EventHoldApprovedPartial, Actor: "engine", Payload: map[string]any{
-				"holdId": h.ID, "runId": h.RunID, "approvals": approvals, "required": h.RequiredApprovals}}}
+			return h, store.Refuse(store.ErrConflict, "%s", conflict)
 		}
-		evs := []store.EventAppendParams{{Type: EventHoldDecided, Actor: "engine", Payload: map[string]any{
-			"holdId": h.ID, "runId": h.RunID, "status": h.Status, "decidedBy": h.DecidedBy,
-			"decidedVia": h.DecidedVia, "comment": h.Comment}}}
-		if r.Settled() {
-			evs = append(evs, finishedEvent(r))
+		out, err := e.store.HoldDecide(ctx, p)
+		if errors.Is(err, store.ErrConflict) && tries < 10 {
+			if h, err = e.store.HoldGetByID(ctx, h.ID); err != nil {
+				return nil, err
+			}
+			continue
 		}
-		return evs
+		if err != nil {
+			return nil, err
+		}
+		e.decided(ctx, out)
+		return out, nil
 	}
-	out, err := e.store.HoldDecide(ctx, p)
-	if err != nil {
-		return out, err
+}
+
+// decision computes what attempt a does to hold h: the store params, or
+// the reason it changes nothing.
+func (e *Engine) decision(h *store.Hold, a attempt) (*store.HoldDecideParams, string) {
+	now := e.cfg.Now()
+	p := &store.HoldDecideParams{HoldID: h.ID, ExpectApprovals: len(h.Approvals), Status: h.Status, DecidedBy: a.by,
+		DecidedVia: a.via, Comment: a.comment, EditedOutput: h.EditedOutput, Now: now,
+		Approvals: slices.Clone(h.Approvals),
+		Audit: store.HoldDecision{HoldID: h.ID, RunID: h.RunID, Decision: a.decision, DecidedBy: a.by, Via: a.via,
+			Comment: a.comment, Output: a.output, Outcome: store.AttemptAccepted}}
+	if h.Status != store.HoldOpen {
+		when := ""
+		if h.DecidedAt != nil {
+			when = " at " + h.DecidedAt.Format(time.RFC3339)
+		}
+		return p, fmt.Sprintf("hold %s was already %s by %s via %s%s", h.ID, h.Status, h.DecidedBy, h.DecidedVia, when)
 	}
+	if a.output != nil {
+		p.EditedOutput = a.output
+	}
+	if a.decision == "reject" {
+		msg := "rejected by " + a.by
+		if a.comment != "" {
+			msg += ": " + a.comment
+		}
+		p.Status, p.RunDecision = store.HoldRejected, "rejected"
+		p.Outcome = &store.RunOutcome{Status: store.RunCancelled, ItemStatus: store.ItemFailed, ErrorKind: KindCancelled, Error: msg}
+	} else {
+		if !a.force && slices.ContainsFunc(h.Approvals, func(x store.HoldApproval) bool { return x.Key == a.key }) {
+			return p, fmt.Sprintf("you already approved this hold (%d of %d approvals); it needs another steward's approval",
+				len(h.Approvals), h.RequiredApprovals)
+		}
+		p.Approvals = append(p.Approvals, store.HoldApproval{By: a.by, Key: a.key, Via: a.via, At: now, Comment: a.comment})
+		if a.force || len(p.Approvals) >= h.RequiredApprovals {
+			p.Status, p.RunDecision = store.HoldApproved, "approved"
+		} else {
+			p.Audit.Reason = fmt.Sprintf("approval %d of %d", len(p.Approvals), h.RequiredApprovals)
+		}
+	}
+	switch p.Status {
+	case store.HoldOpen:
+		approvals := make([]any, 0, len(p.Approvals))
+		for _, x := range p.Approvals {
+			approvals = append(approvals, map[string]any{"by": x.By, "via": x.Via})
+		}
+		p.Events = []store.EventAppendParams{{Type: EventHoldApprovedPartial, Actor: "engine", Payload: map[string]any{
+			"holdId": h.ID, "runId": h.RunID, "approvals": approvals, "required": h.RequiredApprovals}}}
+	default:
+		p.Events = []store.EventAppendParams{{Type: EventHoldDecided, Actor: "engine", Payload: map[string]any{
+			"holdId": h.ID, "runId": h.RunID, "status": p.Status, "decidedBy": a.by, "decidedVia": a.via, "comment": a.comment}}}
+		if o := p.Outcome; o != nil {
+			p.Events = append(p.Events, finishedEvent(&store.Run{ID: h.RunID, Status: o.Status, ErrorKind: o.ErrorKind, Error: o.Error}))
+		}
+	}
+	return p, ""
+}
+
+// decided tells subscribers and, for an approval, wakes the runner.
+func (e *Engine) decided(ctx context.Context, out *store.Hold) {
 	if out.Status == store.HoldOpen {
 		e.notify(Event{Kind: EventHoldApprovedPartial, RunID: out.RunID, HoldID: out.ID, ItemID: out.ItemID, SessionID: out.SessionID, Status: out.Status})
-	} else {
-		e.notify(Event{Kind: EventHoldDecided, RunID: out.RunID, HoldID: out.ID, ItemID: out.ItemID, SessionID: out.SessionID, Status: out.Status})
-		if out.Status == store.HoldApproved {
-			e.resumeHint.Store(true)
-			e.signal()
-		} else {
-			e.notify(Event{Kind: EventRunFinished, RunID: out.RunID, ItemID: out.ItemID, SessionID: out.SessionID, Status: store.RunCancelled})
-		}
-		e.log.InfoContext(ctx, "hold decided", slog.String("hold_id", out.ID), slog.String("run_id", out.RunID),
-			slog.String("status", out.Status), slog.String("by", out.DecidedBy), slog.String("via", out.DecidedVia))
+		return
 	}
-	return out, nil
+	e.notify(Event{Kind: EventHoldDecided, RunID: out.RunID, HoldID: out.ID, ItemID: out.ItemID, SessionID: out.SessionID, Status: out.Status})
+	if out.Status == store.HoldApproved {
+		e.resumeHint.Store(true)
+		e.signal()
+	} else {
+		e.notify(Event{Kind: EventRunFinished, RunID: out.RunID, ItemID: out.ItemID, SessionID: out.SessionID, Status: store.RunCancelled})
+	}
+	e.log.InfoContext(ctx, "hold decided", slog.String("hold_id", out.ID), slog.String("run_id", out.RunID),
+		slog.String("status", out.Status), slog.String("by", out.DecidedBy), slog.String("via", out.DecidedVia))
 }
 
 func (e *Engine) isSteward(d Decider, linked *store.User) bool {
@@ -248,8 +312,8 @@ func (e *Engine) expireHolds(ctx context.Context) (int, error) {
 		if h.OnTimeout == workflow.OnTimeoutApprove {
 			decision = "approve"
 		}
-		_, err := e.decide(ctx, h, &store.HoldDecideParams{HoldID: h.ID, Decision: decision, DecidedBy: "engine",
-			DeciderKey: "engine", Via: "timeout", Comment: "hold timed out", Force: true})
+		_, err := e.decide(ctx, h, attempt{decision: decision, by: "engine", key: "engine", via: "timeout",
+			comment: "hold timed out", force: true})
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return n, err
 		}

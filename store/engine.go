@@ -261,7 +261,7 @@ type RunListParams struct {
 // HoldApproval is one steward's approval of a hold.
 type HoldApproval struct {
 	By      string    `json:"by"`
-	Key     string    `json:"-"`
+	Key     string    `json:"-"` // the person, so N approvals are N people
 	Via     string    `json:"via"`
 	At      time.Time `json:"at"`
 	Comment string    `json:"comment"`
@@ -293,25 +293,37 @@ type Hold struct {
 	CreatedAt         time.Time      `json:"createdAt"`
 }
 
-// HoldDecideParams records one decision attempt by a caller the engine has
-// already found allowed to decide. The store applies it only to an open hold
-// (else ErrConflict naming who decided, audited); an approval counts once per
-// DeciderKey and decides the hold when it brings the approvals to the
-// required number. Force (hold timeouts) decides regardless of the count.
+// RunOutcome is how a run ends when a decision settles it.
+type RunOutcome struct {
+	Status     string
+	ItemStatus string
+	ErrorKind  string
+	Error      string
+}
+
+// HoldDecideParams writes one decision the engine has made: the hold's new
+// state and, when the decision settles the hold, the run's decision (and,
+// for a rejection, its outcome), with the transcript events and the audit
+// row, in one transaction. It is a compare-and-set on the hold as the
+// engine read it: still open with ExpectApprovals approvals, its run still
+// suspended; otherwise ErrConflict and nothing is written.
 type HoldDecideParams struct {
-	HoldID     string
-	Decision   string // approve|reject
-	DecidedBy  string
-	DeciderKey string
-	Via        string
-	Comment    string
-	Output     *string // an edited output to dispatch instead
-	Force      bool
-	Now        time.Time
-	// Events is called when this attempt decides the hold (with the run as
-	// updated: resumable, or cancelled on reject), and when it is an
-	// approval that leaves the hold open (h.Status open, h.Approvals so far).
-	Events func(h *Hold, r *Run) []EventAppendParams
+	HoldID          string
+	ExpectApprovals int
+	Status          string // open (a partial approval), approved or rejected
+	Approvals       []HoldApproval
+	DecidedBy       string
+	DecidedVia      string
+	Comment         string
+	EditedOutput    *string
+	Now             time.Time
+	// RunDecision is recorded on the run when the hold is decided
+	// (approved|rejected): the runner resumes runs from it, not the hold.
+	RunDecision string
+	// Outcome settles the run (a rejection cancels it).
+	Outcome *RunOutcome
+	Events  []EventAppendParams // appended to the hold's session
+	Audit   HoldDecision
 }
 
 // HoldDecision is one audited decision attempt.
@@ -370,9 +382,10 @@ type EngineStore interface {
 	HoldCountOpen(ctx context.Context) (int64, error)
 	// HoldListExpired lists open holds whose timeout has passed at now.
 	HoldListExpired(ctx context.Context, now time.Time, limit int) ([]*Hold, error)
-	// HoldDecide applies a decision attempt; see HoldDecideParams.
+	// HoldDecide applies a decision; see HoldDecideParams.
 	HoldDecide(ctx context.Context, p *HoldDecideParams) (*Hold, error)
-	// HoldDecisionAppend audits an attempt refused before reaching the hold.
+	// HoldDecisionAppend audits an attempt that changed nothing (refused,
+	// or a conflict).
 	HoldDecisionAppend(ctx context.Context, d *HoldDecision) error
 	HoldDecisionList(ctx context.Context, holdID string) ([]*HoldDecision, error)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -189,146 +190,64 @@ func (db *DB) HoldDecisionList(ctx context.Context, holdID string) ([]*store.Hol
 	return out, rows.Err()
 }
 
-// HoldDecide applies one decision attempt. Conflicts are audited and
-// committed, then reported as ErrConflict.
+// HoldDecide applies a decision the engine made, compare-and-set on the
+// hold it read (see store.HoldDecideParams).
 func (db *DB) HoldDecide(ctx context.Context, p *store.HoldDecideParams) (*store.Hold, error) {
-	var (
-		h       *store.Hold
-		refusal error
-	)
+	var h *store.Hold
 	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		h, refusal = nil, nil
 		now := nowOr(p.Now)
 		ts := formatTime(now)
-		cur, err := holdGet(ctx, tx, p.HoldID)
-		if err != nil {
-			return err
-		}
-		audit := &store.HoldDecision{HoldID: cur.ID, RunID: cur.RunID, Decision: p.Decision, DecidedBy: p.DecidedBy,
-			Via: p.Via, Comment: p.Comment, Output: p.Output, Outcome: store.AttemptAccepted}
-		conflict := func(format string, args ...any) error {
-			audit.Outcome = store.AttemptConflict
-			audit.Reason = fmt.Sprintf(format, args...)
-			refusal = store.Refuse(store.ErrConflict, "%s", audit.Reason)
-			h = cur
-			return auditTx(ctx, tx, audit, now)
-		}
-		if cur.Status != store.HoldOpen {
-			when := ""
-			if cur.DecidedAt != nil {
-				when = " at " + cur.DecidedAt.Format(time.RFC3339)
-			}
-			return conflict("hold %s was already %s by %s via %s%s", cur.ID, cur.Status, cur.DecidedBy, cur.DecidedVia, when)
-		}
-		var rows []approvalRow
-		var approvals string
-		if err := tx.QueryRowContext(ctx, `SELECT approvals FROM holds WHERE id = ?`, cur.ID).Scan(&approvals); err != nil {
-			return err
-		}
-		_ = json.Unmarshal([]byte(approvals), &rows)
-
-		decided := false
-		status := cur.Status
-		switch p.Decision {
-		case "approve":
-			for _, a := range rows {
-				if a.Key == p.DeciderKey && !p.Force {
-					return conflict("%s already approved hold %s; it needs %d distinct stewards", p.DecidedBy, cur.ID, cur.RequiredApprovals)
-				}
-			}
-			rows = append(rows, approvalRow{By: p.DecidedBy, Key: p.DeciderKey, Via: p.Via, At: parseTime(ts), Comment: p.Comment})
-			if p.Force || len(rows) >= cur.RequiredApprovals {
-				decided, status = true, store.HoldApproved
-			} else {
-				audit.Reason = fmt.Sprintf("approval %d of %d", len(rows), cur.RequiredApprovals)
-			}
-		case "reject":
-			decided, status = true, store.HoldRejected
-		default:
-			return fmt.Errorf("decision must be approve or reject, got %q", p.Decision)
+		rows := make([]approvalRow, len(p.Approvals))
+		for i, a := range p.Approvals {
+			rows[i] = approvalRow(a)
 		}
 		var edited any
-		if p.Output != nil {
-			edited = *p.Output
-		} else if cur.EditedOutput != nil {
-			edited = *cur.EditedOutput
+		if p.EditedOutput != nil {
+			edited = *p.EditedOutput
 		}
-		if !decided {
-			if _, err := tx.ExecContext(ctx, `UPDATE holds SET approvals = ?, edited_output = ? WHERE id = ?`,
-				encodeJSON(rows), edited, cur.ID); err != nil {
-				return err
-			}
-			if p.Events != nil {
-				// A partial approval is news too (a card shows who has
-				// approved so far), recorded with the approval itself.
-				run, err := runGet(ctx, tx, cur.RunID)
-				if err != nil {
-					return err
-				}
-				if h, err = holdGet(ctx, tx, cur.ID); err != nil {
-					return err
-				}
-				if err := appendEventList(ctx, tx, run.SessionID, p.Events(h, run)); err != nil {
-					return err
-				}
-			}
-		} else {
-			if _, err := tx.ExecContext(ctx, `UPDATE holds SET status = ?, approvals = ?, decided_by = ?, decided_via = ?,
-				decided_at = ?, comment = ?, edited_output = ? WHERE id = ?`,
-				status, encodeJSON(rows), p.DecidedBy, p.Via, ts, p.Comment, edited, cur.ID); err != nil {
-				return err
-			}
-			run, err := runGet(ctx, tx, cur.RunID)
-			if err != nil {
-				return err
-			}
-			if run.Status != store.RunSuspended {
-				return fmt.Errorf("%w: run %s is %s, not suspended", store.ErrConflict, run.ID, run.Status)
-			}
-			if status == store.HoldApproved {
-				// The decision is recorded on the run: that, not the hold
-				// row, is what lets the runner resume it.
-				if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET decision = 'approved', decided_output = ?,
-					updated_at = ? WHERE id = ?`, edited, ts, run.ID); err != nil {
-					return err
-				}
-			} else {
-				msg := "rejected by " + p.DecidedBy
-				if p.Comment != "" {
-					msg += ": " + p.Comment
-				}
-				if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET decision = 'rejected' WHERE id = ?`, run.ID); err != nil {
-					return err
-				}
-				if err := settleTx(ctx, tx, run.ID, run.ItemID, store.RunCancelled, store.ItemFailed, "cancelled", msg, nil, nil, nil, nil, "", now); err != nil {
-					return err
-				}
-			}
-			if run, err = runGet(ctx, tx, cur.RunID); err != nil {
-				return err
-			}
-			if h, err = holdGet(ctx, tx, cur.ID); err != nil {
-				return err
-			}
-			if p.Events != nil {
-				if err := appendEventList(ctx, tx, run.SessionID, p.Events(h, run)); err != nil {
-					return err
-				}
-			}
+		q := `UPDATE holds SET status = ?, approvals = ?, edited_output = ?`
+		args := []any{p.Status, encodeJSON(rows), edited}
+		if p.Status != store.HoldOpen {
+			q += `, decided_by = ?, decided_via = ?, decided_at = ?, comment = ?`
+			args = append(args, p.DecidedBy, p.DecidedVia, ts, p.Comment)
 		}
-		if err := auditTx(ctx, tx, audit, now); err != nil {
+		q += ` WHERE id = ? AND status = 'open' AND json_array_length(approvals) = ?
+			RETURNING run_id, (SELECT session_id FROM workflow_runs WHERE workflow_runs.id = holds.run_id)`
+		args = append(args, p.HoldID, p.ExpectApprovals)
+		var runID, sessionID string
+		if err := tx.QueryRowContext(ctx, q, args...).Scan(&runID, &sessionID); errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: hold %s changed since it was read", store.ErrConflict, p.HoldID)
+		} else if err != nil {
 			return err
 		}
-		if h == nil {
-			h, err = holdGet(ctx, tx, cur.ID)
+		if p.RunDecision != "" {
+			var itemID string
+			err := tx.QueryRowContext(ctx, `UPDATE workflow_runs SET decision = ?, decided_output = ?, updated_at = ?
+				WHERE id = ? AND status = 'suspended' RETURNING item_id`, p.RunDecision, edited, ts, runID).Scan(&itemID)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("%w: run %s is not suspended", store.ErrConflict, runID)
+			} else if err != nil {
+				return err
+			}
+			if o := p.Outcome; o != nil {
+				if err := settleTx(ctx, tx, runID, itemID, o.Status, o.ItemStatus, o.ErrorKind, o.Error, nil, nil, nil, nil, "", now); err != nil {
+					return err
+				}
+			}
 		}
+		if err := appendEventList(ctx, tx, sessionID, p.Events); err != nil {
+			return err
+		}
+		audit := p.Audit
+		if err := auditTx(ctx, tx, &audit, now); err != nil {
+			return err
+		}
+		var err error
+		h, err = holdGet(ctx, tx, p.HoldID)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("hold decide %s: %w", p.HoldID, err)
-	}
-	if refusal != nil {
-		return h, refusal
 	}
 	return h, nil
 }

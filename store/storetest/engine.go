@@ -154,7 +154,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Equal(t, int64(2), ses.EventCount)
 	})
 
-	t.Run("HoldNeedsDistinctApprovalsAndIsDecidedOnce", func(t *testing.T) {
+	t.Run("HoldDecideIsACompareAndSet", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
 		wf := workflow(t, s)
@@ -168,33 +168,37 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.NoError(t, err)
 		require.Equal(t, int64(1), open)
 
-		partial := func(h *store.Hold, _ *store.Run) []store.EventAppendParams {
-			return []store.EventAppendParams{{Type: "hold_approved_partial", Actor: "engine",
-				Payload: map[string]any{"status": h.Status, "approvals": len(h.Approvals)}}}
-		}
-		h, err = s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Decision: "approve", DecidedBy: "ada", DeciderKey: "u1", Via: "console",
-			Events: partial})
+		ada := store.HoldApproval{By: "ada", Key: "user:u1", Via: "console", At: time.Now().UTC().Truncate(time.Second)}
+		partial := &store.HoldDecideParams{HoldID: h.ID, ExpectApprovals: 0, Status: store.HoldOpen, Approvals: []store.HoldApproval{ada},
+			Events: []store.EventAppendParams{{Type: "hold_approved_partial", Actor: "engine", Payload: map[string]any{"approvals": 1}}},
+			Audit:  store.HoldDecision{HoldID: h.ID, RunID: r.ID, Decision: "approve", DecidedBy: "ada", Via: "console", Outcome: store.AttemptAccepted}}
+		h, err = s.HoldDecide(ctx, partial)
 		require.NoError(t, err)
 		require.Equal(t, store.HoldOpen, h.Status)
+		require.Len(t, h.Approvals, 1)
+		require.Equal(t, "user:u1", h.Approvals[0].Key, "the approver's key is kept, so the engine can count people")
 		evs, err := s.EventList(ctx, &store.EventListParams{SessionID: r.SessionID, Types: []string{"hold_approved_partial"}})
 		require.NoError(t, err)
-		require.Len(t, evs, 1, "a partial approval is recorded in the transcript with the approval")
-		require.Equal(t, map[string]any{"status": store.HoldOpen, "approvals": float64(1)}, evs[0].Payload)
-		_, err = s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Decision: "approve", DecidedBy: "ada", DeciderKey: "u1", Via: "api"})
-		require.ErrorIs(t, err, store.ErrConflict)
+		require.Len(t, evs, 1, "the events are written with the decision")
+
+		_, err = s.HoldDecide(ctx, partial)
+		require.ErrorIs(t, err, store.ErrConflict, "a decision made from a stale read is refused")
 		resumable, err := s.RunResumeApproved(ctx, &store.RunAcquireParams{RunnerID: "b", Limit: 5})
 		require.NoError(t, err)
-		require.Empty(t, resumable, "one approval of two resumes nothing")
+		require.Empty(t, resumable, "an open hold resumes nothing")
 
 		edited := "edited"
-		h, err = s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Decision: "approve", DecidedBy: "bob", DeciderKey: "u2", Via: "slack", Output: &edited})
+		bob := store.HoldApproval{By: "bob", Key: "user:u2", Via: "slack"}
+		h, err = s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, ExpectApprovals: 1, Status: store.HoldApproved,
+			Approvals: []store.HoldApproval{ada, bob}, DecidedBy: "bob", DecidedVia: "slack", EditedOutput: &edited, RunDecision: "approved",
+			Audit: store.HoldDecision{HoldID: h.ID, RunID: r.ID, Decision: "approve", DecidedBy: "bob", Via: "slack", Outcome: store.AttemptAccepted}})
 		require.NoError(t, err)
-		require.Equal(t, store.HoldApproved, h.Status)
-		require.Equal(t, "bob", h.DecidedBy)
+		require.Equal(t, []string{store.HoldApproved, "bob", "slack"}, []string{h.Status, h.DecidedBy, h.DecidedVia})
+		require.NotNil(t, h.DecidedAt)
 		require.Len(t, h.Approvals, 2)
-		_, err = s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Decision: "reject", DecidedBy: "cy", DeciderKey: "u3", Via: "console"})
-		require.ErrorIs(t, err, store.ErrConflict)
-		require.Contains(t, err.Error(), "bob")
+		_, err = s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, ExpectApprovals: 2, Status: store.HoldRejected, RunDecision: "rejected",
+			Audit: store.HoldDecision{HoldID: h.ID, RunID: r.ID, Decision: "reject", DecidedBy: "cy", Outcome: store.AttemptAccepted}})
+		require.ErrorIs(t, err, store.ErrConflict, "a decided hold is decided once")
 
 		resumable, err = s.RunResumeApproved(ctx, &store.RunAcquireParams{RunnerID: "b", Limit: 5})
 		require.NoError(t, err)
@@ -204,7 +208,30 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Greater(t, resumable[0].Lease, r.Lease)
 		audit, err := s.HoldDecisionList(ctx, h.ID)
 		require.NoError(t, err)
-		require.Len(t, audit, 4)
+		require.Len(t, audit, 2, "refused writes leave no audit row; the engine audits conflicts itself")
+	})
+
+	t.Run("HoldRejectionSettlesTheRun", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		wf := workflow(t, s)
+		it := enqueue(t, s, wf, "k")
+		r := claimOne(t, s, "a")
+		h, err := s.RunSuspend(ctx, &store.RunSuspendParams{RunCheckpointParams: store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease},
+			Hold: &store.Hold{ID: store.HoldIDForRun(r.ID), Command: "/w", Output: "out", RequiredApprovals: 1}})
+		require.NoError(t, err)
+		_, err = s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Status: store.HoldRejected, DecidedBy: "ada", DecidedVia: "api",
+			Comment: "no", RunDecision: "rejected",
+			Outcome: &store.RunOutcome{Status: store.RunCancelled, ItemStatus: store.ItemFailed, ErrorKind: "cancelled", Error: "rejected by ada: no"},
+			Audit:   store.HoldDecision{HoldID: h.ID, RunID: r.ID, Decision: "reject", DecidedBy: "ada", Outcome: store.AttemptAccepted}})
+		require.NoError(t, err)
+		got, err := s.RunGetByID(ctx, r.ID)
+		require.NoError(t, err)
+		require.Equal(t, []string{store.RunCancelled, "cancelled", "rejected by ada: no", "rejected"},
+			[]string{got.Status, got.ErrorKind, got.Error, got.Decision})
+		item, err := s.QueueItemGetByID(ctx, it.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.ItemFailed, item.Status)
 	})
 
 	t.Run("RecoveryIsBounded", func(t *testing.T) {
@@ -318,7 +345,9 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		}
 
 		for _, h := range open[:3] {
-			_, err := s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Decision: "reject", DecidedBy: "ada", DeciderKey: "u1", Via: "api"})
+			_, err := s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Status: store.HoldRejected, DecidedBy: "ada", DecidedVia: "api",
+				RunDecision: "rejected", Outcome: &store.RunOutcome{Status: store.RunCancelled, ItemStatus: store.ItemFailed},
+				Audit: store.HoldDecision{HoldID: h.ID, RunID: h.RunID, Decision: "reject", DecidedBy: "ada", Outcome: store.AttemptAccepted}})
 			require.NoError(t, err)
 		}
 		rejected, err := s.HoldList(ctx, &store.HoldListParams{Status: store.HoldRejected, Limit: 100})
