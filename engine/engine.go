@@ -349,14 +349,29 @@ func (e *Engine) maintain(ctx context.Context) {
 	}
 }
 
-// recover takes over stale runs (and settles exhausted ones).
+// recover takes over stale runs, and gives up on those that used their
+// recoveries (MaxRecovery): the rule is here, the store applies it.
 func (e *Engine) recover(ctx context.Context) (recovered, exhausted []*store.Run, err error) {
 	now := e.cfg.Now()
-	recovered, exhausted, err = e.store.RunRecoverStuck(ctx, &store.RunRecoverParams{
-		RunnerID: e.cfg.RunnerID, StaleBefore: now.Add(-e.cfg.StuckRun), MaxAttempts: e.cfg.MaxRecovery,
-		Limit: 16, Now: now,
-		Events: func(r *store.Run) []store.EventAppendParams { return []store.EventAppendParams{finishedEvent(r)} },
-	})
+	staleBefore := now.Add(-e.cfg.StuckRun)
+	stuck, err := e.store.RunListStuck(ctx, staleBefore, 16)
+	if err != nil || len(stuck) == 0 {
+		return nil, nil, err
+	}
+	p := &store.RunRescueParams{RunnerID: e.cfg.RunnerID, StaleBefore: staleBefore, Now: now}
+	for _, r := range stuck {
+		lease := store.RunLease{ID: r.ID, Lease: r.Lease}
+		if r.RecoveryAttempts < e.cfg.MaxRecovery {
+			p.Recover = append(p.Recover, lease)
+			continue
+		}
+		out := store.RunOutcome{Status: store.RunRecoveryExhausted, ItemStatus: store.ItemFailed, ErrorKind: store.RunRecoveryExhausted,
+			Error: fmt.Sprintf("run stopped heart-beating %d times (last at %s); giving up after %d recoveries",
+				r.RecoveryAttempts+1, r.HeartbeatAt.Format(time.RFC3339), r.RecoveryAttempts)}
+		p.Exhaust = append(p.Exhaust, store.RunExhaust{RunLease: lease, Outcome: out,
+			Events: []store.EventAppendParams{finishedEvent(&store.Run{ID: r.ID, Status: out.Status, ErrorKind: out.ErrorKind, Error: out.Error})}})
+	}
+	recovered, exhausted, err = e.store.RunRescueMany(ctx, p)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -175,16 +175,30 @@ type RunAcquireParams struct {
 	Now      time.Time
 }
 
-// RunRecoverParams reclaims runs whose heartbeat is older than StaleBefore.
-// Runs that already used MaxAttempts recoveries settle recovery_exhausted
-// (with Events appended) instead.
-type RunRecoverParams struct {
+// RunLease names a run as it was read: its id at a lease.
+type RunLease struct {
+	ID    string
+	Lease int64
+}
+
+// RunExhaust settles a stuck run the engine gave up on.
+type RunExhaust struct {
+	RunLease
+	Outcome RunOutcome
+	Events  []EventAppendParams
+}
+
+// RunRescueParams applies the engine's verdict on stuck runs (River's
+// JobRescueMany): Recover takes runs over for RunnerID (lease and recovery
+// count bumped), Exhaust settles them. Each applies only while the run is
+// still running at the lease read with a heartbeat older than StaleBefore;
+// a run that moved on meanwhile is skipped.
+type RunRescueParams struct {
 	RunnerID    string
 	StaleBefore time.Time
-	MaxAttempts int
-	Limit       int
 	Now         time.Time
-	Events      EventsFunc // for exhausted runs
+	Recover     []RunLease
+	Exhaust     []RunExhaust
 }
 
 // RunCheckpointParams records progress of a running run and refreshes its
@@ -373,9 +387,11 @@ type EngineStore interface {
 	RunSettle(ctx context.Context, p *RunSettleParams) (*Run, error)
 	// RunResumeApproved takes over suspended runs whose hold was approved.
 	RunResumeApproved(ctx context.Context, p *RunAcquireParams) ([]*Run, error)
-	// RunRecoverStuck takes over stale running runs and settles those out of
-	// recovery attempts.
-	RunRecoverStuck(ctx context.Context, p *RunRecoverParams) (recovered, exhausted []*Run, err error)
+	// RunListStuck lists running runs whose heartbeat is older than
+	// staleBefore, stalest first.
+	RunListStuck(ctx context.Context, staleBefore time.Time, limit int) ([]*Run, error)
+	// RunRescueMany applies a verdict on stuck runs; see RunRescueParams.
+	RunRescueMany(ctx context.Context, p *RunRescueParams) (recovered, exhausted []*Run, err error)
 
 	HoldGetByID(ctx context.Context, id string) (*Hold, error)
 	HoldList(ctx context.Context, p *HoldListParams) ([]*Hold, error)

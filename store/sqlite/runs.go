@@ -388,8 +388,6 @@ func selectIDs(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]string
 const (
 	approvedRunsQuery = `SELECT id FROM workflow_runs INDEXED BY runs_approved
 		WHERE status = 'suspended' AND decision = 'approved' ORDER BY updated_at LIMIT ?`
-	stuckRunsQuery = `SELECT id FROM workflow_runs INDEXED BY runs_stuck
-		WHERE status = 'running' AND heartbeat_at < ? ORDER BY heartbeat_at LIMIT ?`
 )
 
 // RunResumeApproved takes over approved suspended runs, oldest decision first.
@@ -409,48 +407,70 @@ func (db *DB) RunResumeApproved(ctx context.Context, p *store.RunAcquireParams) 
 	return out, nil
 }
 
-// RunRecoverStuck takes over stale runs, or settles them recovery_exhausted.
-func (db *DB) RunRecoverStuck(ctx context.Context, p *store.RunRecoverParams) (recovered, exhausted []*store.Run, err error) {
+// RunListStuck lists stale running runs, stalest first.
+func (db *DB) RunListStuck(ctx context.Context, staleBefore time.Time, limit int) ([]*store.Run, error) {
+	out, err := queryAll(ctx, db.r, scanRun, stuckRunsQuery, formatTime(staleBefore), max(limit, 1))
+	if err != nil {
+		return nil, fmt.Errorf("stuck runs: %w", err)
+	}
+	return out, nil
+}
+
+const stuckRunsQuery = `SELECT ` + runColumns + ` FROM workflow_runs r INDEXED BY runs_stuck
+	JOIN workflow_queue_items i ON i.id = r.item_id
+	WHERE r.status = 'running' AND r.heartbeat_at < ? ORDER BY r.heartbeat_at LIMIT ?`
+
+// rescueFence is RunRescueMany's compare-and-set: the run as the engine read it.
+const rescueFence = ` AND lease = ? AND status = 'running' AND heartbeat_at < ?`
+
+// RunRescueMany takes over or settles the stuck runs the engine chose.
+func (db *DB) RunRescueMany(ctx context.Context, p *store.RunRescueParams) (recovered, exhausted []*store.Run, err error) {
 	err = db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		recovered, exhausted = nil, nil
 		now := nowOr(p.Now)
-		ts := formatTime(now)
-		ids, err := selectIDs(ctx, tx, stuckRunsQuery, formatTime(p.StaleBefore), max(p.Limit, 1))
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			cur, err := runGet(ctx, tx, id)
+		ts, stale := formatTime(now), formatTime(p.StaleBefore)
+		for _, r := range p.Recover {
+			res, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET lease = lease + 1, runner_id = ?, heartbeat_at = ?,
+				updated_at = ?, recovery_attempts = recovery_attempts + 1 WHERE id = ?`+rescueFence,
+				p.RunnerID, ts, ts, r.ID, r.Lease, stale)
 			if err != nil {
 				return err
 			}
-			if cur.RecoveryAttempts >= p.MaxAttempts {
-				msg := fmt.Sprintf("run stopped heart-beating %d times (last at %s); giving up after %d recoveries",
-					cur.RecoveryAttempts+1, cur.HeartbeatAt.Format(time.RFC3339), cur.RecoveryAttempts)
-				if err := settleTx(ctx, tx, cur.ID, cur.ItemID, store.RunRecoveryExhausted, store.ItemFailed, store.RunRecoveryExhausted, msg,
-					nil, nil, nil, nil, "", now); err != nil {
-					return err
-				}
-				r, err := runGet(ctx, tx, id)
-				if err != nil {
-					return err
-				}
-				if err := appendEvents(ctx, tx, r.SessionID, p.Events, r); err != nil {
-					return err
-				}
-				exhausted = append(exhausted, r)
+			if n, _ := res.RowsAffected(); n == 0 {
 				continue
 			}
-			rs, err := acquireTx(ctx, tx, []string{id}, p.RunnerID, ts, `, recovery_attempts = recovery_attempts + 1`)
+			got, err := runGet(ctx, tx, r.ID)
 			if err != nil {
 				return err
 			}
-			recovered = append(recovered, rs...)
+			recovered = append(recovered, got)
+		}
+		for _, x := range p.Exhaust {
+			var itemID, sessionID string
+			err := tx.QueryRowContext(ctx, `UPDATE workflow_runs SET status = ?, error_kind = ?, error = ?, lease = lease + 1,
+				heartbeat_at = ?, updated_at = ?, finished_at = ? WHERE id = ?`+rescueFence+` RETURNING item_id, session_id`,
+				x.Outcome.Status, x.Outcome.ErrorKind, x.Outcome.Error, ts, ts, ts, x.ID, x.Lease, stale).Scan(&itemID, &sessionID)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			} else if err != nil {
+				return err
+			}
+			if err := settleItemTx(ctx, tx, itemID, x.Outcome.Status, x.Outcome.ItemStatus, now); err != nil {
+				return err
+			}
+			if err := appendEventList(ctx, tx, sessionID, x.Events); err != nil {
+				return err
+			}
+			got, err := runGet(ctx, tx, x.ID)
+			if err != nil {
+				return err
+			}
+			exhausted = append(exhausted, got)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("recover stuck runs: %w", err)
+		return nil, nil, fmt.Errorf("rescue stuck runs: %w", err)
 	}
 	return recovered, exhausted, nil
 }

@@ -241,19 +241,30 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		enqueue(t, s, wf, "k")
 		r := claimOne(t, s, "dead")
 		later := time.Now().Add(time.Hour)
-		rec, ex, err := s.RunRecoverStuck(ctx, &store.RunRecoverParams{RunnerID: "b", StaleBefore: time.Now().Add(-time.Hour), MaxAttempts: 1, Limit: 5})
+		stuck, err := s.RunListStuck(ctx, time.Now().Add(-time.Hour), 5)
 		require.NoError(t, err)
-		require.Empty(t, rec)
-		require.Empty(t, ex)
-		rec, _, err = s.RunRecoverStuck(ctx, &store.RunRecoverParams{RunnerID: "b", StaleBefore: later, MaxAttempts: 1, Limit: 5})
+		require.Empty(t, stuck, "a fresh heartbeat is not stuck")
+		stuck, err = s.RunListStuck(ctx, later, 5)
+		require.NoError(t, err)
+		require.Len(t, stuck, 1)
+		lease := store.RunLease{ID: r.ID, Lease: stuck[0].Lease}
+		rec, _, err := s.RunRescueMany(ctx, &store.RunRescueParams{RunnerID: "b", StaleBefore: later, Recover: []store.RunLease{lease}})
 		require.NoError(t, err)
 		require.Len(t, rec, 1)
 		require.Equal(t, 1, rec[0].RecoveryAttempts)
+		require.Equal(t, "b", rec[0].RunnerID)
 		require.ErrorIs(t, s.RunHeartbeat(ctx, r.ID, r.Lease, time.Now()), store.ErrLeaseLost, "the old lease is fenced off")
-		_, ex, err = s.RunRecoverStuck(ctx, &store.RunRecoverParams{RunnerID: "c", StaleBefore: later, MaxAttempts: 1, Limit: 5})
+		rec, ex, err := s.RunRescueMany(ctx, &store.RunRescueParams{RunnerID: "c", StaleBefore: later, Recover: []store.RunLease{lease}})
+		require.NoError(t, err)
+		require.Empty(t, rec, "a verdict on a stale read is skipped")
+		require.Empty(t, ex)
+		out := store.RunOutcome{Status: store.RunRecoveryExhausted, ItemStatus: store.ItemFailed, ErrorKind: store.RunRecoveryExhausted, Error: "gave up"}
+		_, ex, err = s.RunRescueMany(ctx, &store.RunRescueParams{RunnerID: "c", StaleBefore: later,
+			Exhaust: []store.RunExhaust{{RunLease: store.RunLease{ID: r.ID, Lease: leaseOf(t, s, r.ID)}, Outcome: out,
+				Events: []store.EventAppendParams{{Type: "run_finished", Actor: "engine"}}}}})
 		require.NoError(t, err)
 		require.Len(t, ex, 1)
-		require.Equal(t, store.RunRecoveryExhausted, ex[0].Status)
+		require.Equal(t, []string{store.RunRecoveryExhausted, "gave up"}, []string{ex[0].Status, ex[0].Error})
 		counts, err := s.RunCountByStatus(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), counts[store.RunRecoveryExhausted])
@@ -364,4 +375,12 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		}
 		require.Equal(t, holdIDs(open[3:]), pageHolds(store.HoldOpen, 2), "a decided hold leaves the open queue")
 	})
+}
+
+// leaseOf reads a run's current lease.
+func leaseOf(t *testing.T, s store.Store, id string) int64 {
+	t.Helper()
+	r, err := s.RunGetByID(context.Background(), id)
+	require.NoError(t, err)
+	return r.Lease
 }
