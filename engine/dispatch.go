@@ -38,24 +38,19 @@ func (x *exec) output(ctx context.Context, i int) (*store.Run, error) {
 	}
 	var (
 		d     *store.DispatchParams
-		extra func(*store.Run, *store.Memo) []store.EventAppendParams
+		extra store.EventAppendParams
 		err   error
 	)
 	switch x.manifest.Policy.Destination {
 	case workflow.DestinationReply:
 		err = x.canReply(ctx)
-		extra = func(r *store.Run, _ *store.Memo) []store.EventAppendParams {
-			return []store.EventAppendParams{{Type: "assistant_message", Actor: "engine",
-				Payload: map[string]any{"text": out, "runId": r.ID, "dispatch": "reply"}}}
-		}
+		extra = store.EventAppendParams{Type: store.EventAssistantMessage, Actor: "engine",
+			Payload: map[string]any{"text": out, "runId": x.run.ID, "dispatch": "reply"}}
 	default:
-		d, err = x.memoDispatch(out)
-		extra = func(r *store.Run, m *store.Memo) []store.EventAppendParams {
-			if m == nil {
-				return nil
-			}
-			return []store.EventAppendParams{{Type: EventMemoDispatched, Actor: "engine",
-				Payload: map[string]any{"runId": r.ID, "memoId": m.ID, "title": m.Title}}}
+		var title string
+		if d, title, err = x.memoDispatch(ctx, out); err == nil {
+			extra = store.EventAppendParams{Type: EventMemoDispatched, Actor: "engine",
+				Payload: map[string]any{"runId": x.run.ID, "memoId": d.MemoID, "title": title}}
 		}
 	}
 	dur := x.e.cfg.Now().Sub(start)
@@ -179,7 +174,7 @@ func (x *exec) canReply(ctx context.Context) error {
 
 // memoDispatch builds the memo write: a new unlisted memo, or an in-place
 // update of the stub payload.targetMemoId at the version it had at enqueue.
-func (x *exec) memoDispatch(out string) (*store.DispatchParams, error) {
+func (x *exec) memoDispatch(ctx context.Context, out string) (*store.DispatchParams, string, error) {
 	pl := x.run.Payload
 	d := &store.DispatchParams{}
 	var notes *string
@@ -207,11 +202,18 @@ func (x *exec) memoDispatch(out string) (*store.DispatchParams, error) {
 	}
 	if target, _ := pl["targetMemoId"].(string); target != "" {
 		if x.run.TargetVersion == 0 {
-			return nil, failf(KindDispatch, "target memo %s did not exist when the item was enqueued", target)
+			return nil, "", failf(KindDispatch, "target memo %s did not exist when the item was enqueued", target)
+		}
+		m, err := x.e.store.MemoGetByID(ctx, target)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, "", failf(KindDispatch, "target memo %s no longer exists", target)
+		} else if err != nil {
+			return nil, "", err
 		}
 		body := out
+		d.MemoID = target
 		d.Update = &store.MemoUpdateParams{ID: target, ExpectedVersion: x.run.TargetVersion, Body: &body, Notes: notes, Tags: tags}
-		return d, nil
+		return d, m.Title, nil
 	}
 	c := &store.MemoCreateParams{Title: x.memoTitle(out), Body: out, Unlisted: true}
 	if notes != nil {
@@ -220,8 +222,8 @@ func (x *exec) memoDispatch(out string) (*store.DispatchParams, error) {
 	if tags != nil {
 		c.Tags = *tags
 	}
-	d.Create = c
-	return d, nil
+	d.MemoID, d.Create = store.NewID("mem"), c
+	return d, c.Title, nil
 }
 
 // memoTitle: the output's first # heading, else payload.title, else

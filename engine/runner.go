@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -493,20 +494,13 @@ func (x *exec) settleFailed(ctx context.Context, kind, msg string) *store.Run {
 }
 
 func (x *exec) settle(ctx context.Context, status, kind, msg string, dispatch *store.DispatchParams,
-	extra ...func(*store.Run, *store.Memo) []store.EventAppendParams) *store.Run {
+	extra ...store.EventAppendParams) *store.Run {
 	ctx = context.WithoutCancel(ctx) // a settle must not be torn by shutdown
-	var memo *store.Memo
+	evs := append(append(slices.Clip(x.events), extra...),
+		finishedEvent(&store.Run{ID: x.run.ID, Status: status, ErrorKind: kind, Error: msg}))
 	r, err := x.e.store.RunSettle(ctx, &store.RunSettleParams{RunID: x.run.ID, Lease: x.run.Lease, Now: x.e.cfg.Now(),
 		Status: status, ErrorKind: kind, Error: msg, Manifest: x.manifestArg(), Steps: x.steps, State: x.stateJSON(),
-		Guards: x.guardsJSON(), Dispatch: dispatch,
-		Events: func(r *store.Run, m *store.Memo) []store.EventAppendParams {
-			memo = m
-			evs := x.events
-			for _, f := range extra {
-				evs = append(evs, f(r, m)...)
-			}
-			return append(evs, finishedEvent(r))
-		}})
+		Guards: x.guardsJSON(), Dispatch: dispatch, Events: evs})
 	if err != nil {
 		if dispatch != nil && errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrLeaseLost) {
 			x.log.WarnContext(ctx, "dispatch refused", slog.Any("error", err))
@@ -523,7 +517,7 @@ func (x *exec) settle(ctx context.Context, status, kind, msg string, dispatch *s
 		return nil
 	}
 	x.flushed()
-	if memo != nil {
+	if dispatch != nil {
 		x.e.notify(Event{Kind: EventMemoDispatched, RunID: r.ID, ItemID: r.ItemID, SessionID: r.SessionID, Status: r.Status})
 	}
 	x.e.notify(Event{Kind: EventRunFinished, RunID: r.ID, ItemID: r.ItemID, SessionID: r.SessionID, Status: r.Status})

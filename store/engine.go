@@ -231,6 +231,9 @@ type MoveGuard struct {
 // and Update. A failed compare-and-set or move guard is ErrConflict and
 // nothing of the settle is written.
 type DispatchParams struct {
+	// MemoID is the memo written: a new memo's id (minted by the engine, so
+	// the events it records name it) or the updated memo's.
+	MemoID    string
 	Create    *MemoCreateParams
 	Update    *MemoUpdateParams
 	MoveGuard *MoveGuard
@@ -251,9 +254,7 @@ type RunSettleParams struct {
 	State      json.RawMessage
 	Guards     json.RawMessage
 	Dispatch   *DispatchParams
-	// Events is called with the settled run (DispatchMemoID set) and, when a
-	// memo was written, the memo.
-	Events func(r *Run, m *Memo) []EventAppendParams
+	Events     []EventAppendParams
 }
 
 // ListCursor is a keyset position in a run or hold listing: the last row

@@ -24,6 +24,7 @@ var (
 	ErrNotFound  = errors.New("not found")
 	ErrConflict  = errors.New("conflict")
 	ErrForbidden = errors.New("forbidden")
+	ErrInvalid   = errors.New("invalid")
 )
 
 // Refusal is an error a surface shows its caller as it stands: Reason is

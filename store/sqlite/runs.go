@@ -237,11 +237,12 @@ func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.R
 		now := nowOr(p.Now)
 		memoID := ""
 		if d := p.Dispatch; d != nil {
-			switch {
-			case d.Update != nil:
+			memoID = d.MemoID
+			if d.Update != nil {
 				memoID = d.Update.ID
-			case d.Create != nil:
-				memoID = store.NewID("mem")
+			}
+			if memoID == "" {
+				return fmt.Errorf("%w: a dispatch needs its memo id", store.ErrInvalid)
 			}
 		}
 		// The fence and the run's final write are one statement.
@@ -250,9 +251,8 @@ func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.R
 		if err != nil {
 			return err
 		}
-		var memo *store.Memo
 		if d := p.Dispatch; d != nil {
-			if memo, err = dispatchTx(ctx, tx, d, memoID); err != nil {
+			if _, err = dispatchTx(ctx, tx, d, memoID); err != nil {
 				return err
 			}
 		}
@@ -262,10 +262,7 @@ func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.R
 		// What the events need, without reading the row back.
 		out = &store.Run{ID: cur.id, ItemID: cur.itemID, SessionID: cur.sessionID, Status: p.Status, ErrorKind: p.ErrorKind,
 			Error: p.Error, Steps: p.Steps, DispatchMemoID: memoID, FinishedAt: &now, UpdatedAt: now}
-		if p.Events != nil {
-			return appendEventList(ctx, tx, cur.sessionID, p.Events(out, memo))
-		}
-		return nil
+		return appendEventList(ctx, tx, cur.sessionID, p.Events)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("run settle %s: %w", p.RunID, err)

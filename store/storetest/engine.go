@@ -129,17 +129,17 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.NoError(t, err)
 		require.Equal(t, store.RunRunning, got.Status, "and nothing of the settle is written")
 
+		memoID := store.NewID("mem")
 		settled, err := s.RunSettle(ctx, &store.RunSettleParams{RunID: r.ID, Lease: r.Lease, Status: store.RunSucceeded,
-			Dispatch: &store.DispatchParams{Create: &store.MemoCreateParams{Title: "Out", Body: "out", Unlisted: true}},
-			Events: func(r *store.Run, m *store.Memo) []store.EventAppendParams {
-				return []store.EventAppendParams{{Type: "memo_dispatched", Actor: "engine", Payload: map[string]any{"memoId": m.ID}}}
-			}})
+			Dispatch: &store.DispatchParams{MemoID: memoID, Create: &store.MemoCreateParams{Title: "Out", Body: "out", Unlisted: true}},
+			Events:   []store.EventAppendParams{{Type: "memo_dispatched", Actor: "engine", Payload: map[string]any{"memoId": memoID}}}})
 		require.NoError(t, err)
+		require.Equal(t, memoID, settled.DispatchMemoID, "the memo gets the id the caller minted")
 		m, err := s.MemoGetByID(ctx, settled.DispatchMemoID)
 		require.NoError(t, err)
 		require.Equal(t, "Out", m.Title)
 		_, err = s.RunSettle(ctx, &store.RunSettleParams{RunID: r.ID, Lease: r.Lease, Status: store.RunSucceeded,
-			Dispatch: &store.DispatchParams{Create: &store.MemoCreateParams{Title: "Twice", Body: "x"}}})
+			Dispatch: &store.DispatchParams{MemoID: store.NewID("mem"), Create: &store.MemoCreateParams{Title: "Twice", Body: "x"}}})
 		require.ErrorIs(t, err, store.ErrLeaseLost, "a run settles once")
 		got, err = s.RunGetByID(ctx, r.ID)
 		require.NoError(t, err)
