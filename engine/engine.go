@@ -292,14 +292,20 @@ func (e *Engine) acquire(ctx context.Context, claim int) []*store.Run {
 	return runs
 }
 
+// claim takes up to limit pending items, oldest first: the engine picks
+// them and writes each run's run_started line with its claim; an item
+// another runner took meanwhile is skipped by the store's compare-and-set.
 func (e *Engine) claim(ctx context.Context, limit int) ([]*store.Run, error) {
-	runs, err := e.store.QueueItemClaim(ctx, &store.QueueItemClaimParams{
-		RunnerID: e.cfg.RunnerID, Limit: limit, Now: e.cfg.Now(),
-		Events: func(r *store.Run) []store.EventAppendParams {
-			return []store.EventAppendParams{{Type: EventRunStarted, Actor: "engine",
-				Payload: map[string]any{"runId": r.ID, "itemId": r.ItemID, "command": r.Command}}}
-		},
-	})
+	items, err := e.store.QueueItemListPending(ctx, limit)
+	if err != nil || len(items) == 0 {
+		return nil, err
+	}
+	p := &store.QueueItemClaimParams{RunnerID: e.cfg.RunnerID, Now: e.cfg.Now(), Claims: make([]store.ItemClaim, len(items))}
+	for i, it := range items {
+		p.Claims[i] = store.ItemClaim{ItemID: it.ID, Events: []store.EventAppendParams{{Type: EventRunStarted, Actor: "engine",
+			Payload: map[string]any{"runId": store.RunIDForItem(it.ID), "itemId": it.ID, "command": it.Command}}}}
+	}
+	runs, err := e.store.QueueItemClaim(ctx, p)
 	if err != nil {
 		return nil, err
 	}

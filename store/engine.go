@@ -154,18 +154,20 @@ func (r *Run) Settled() bool {
 	return false
 }
 
-// EventsFunc builds the transcript events to append in a transaction from the
-// row as it is about to be committed. It runs inside the transaction and must
-// not block.
-type EventsFunc func(r *Run) []EventAppendParams
-
-// QueueItemClaimParams claims up to Limit pending items, oldest first.
+// QueueItemClaimParams claims the items the engine chose (from
+// QueueItemListPending) and creates their runs, each with the events it
+// starts with, in one transaction. The claim is a compare-and-set on
+// status: an item someone else claimed first is skipped.
 type QueueItemClaimParams struct {
 	RunnerID string
-	Limit    int
 	Now      time.Time
-	// Events builds each new run's run_started event.
-	Events EventsFunc
+	Claims   []ItemClaim
+}
+
+// ItemClaim is one item to claim and its run's first transcript events.
+type ItemClaim struct {
+	ItemID string
+	Events []EventAppendParams
 }
 
 // RunAcquireParams takes over runs: approved suspended runs to resume.
@@ -374,8 +376,10 @@ type EngineStore interface {
 	// QueueItemCountPending is one indexed count.
 	QueueItemCountPending(ctx context.Context) (int64, error)
 	QueueItemCountByStatus(ctx context.Context) (map[string]int64, error)
-	// QueueItemClaim atomically claims pending items and creates their runs
-	// (status running), in one transaction.
+	// QueueItemListPending lists pending items, oldest first (claim order).
+	QueueItemListPending(ctx context.Context, limit int) ([]*QueueItem, error)
+	// QueueItemClaim atomically claims items and creates their runs
+	// (status running); see QueueItemClaimParams.
 	QueueItemClaim(ctx context.Context, p *QueueItemClaimParams) ([]*Run, error)
 
 	RunGetByID(ctx context.Context, id string) (*Run, error)

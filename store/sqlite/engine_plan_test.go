@@ -38,7 +38,7 @@ func TestEngineQueriesUseIndexes(t *testing.T) {
 		return planCase{q, args, want}
 	}
 	for name, tc := range map[string]planCase{
-		"Claim":             {claimQuery, []any{"t", 3}, "queue_items_status"},
+		"Pending":           {pendingQuery, []any{3}, "queue_items_status"},
 		"PendingCount":      {pendingCountQuery, nil, "queue_items_status"},
 		"StuckRuns":         {stuckRunsQuery, []any{"t", 5}, "runs_stuck"},
 		"ApprovedRuns":      {approvedRunsQuery, []any{5}, "runs_approved"},

@@ -157,26 +157,48 @@ func (db *DB) countBy(ctx context.Context, q string, keys ...string) (map[string
 }
 
 const (
-	// claimQuery stamps status and run id in one statement.
-	claimQuery = `UPDATE workflow_queue_items
-		SET status = 'claimed', claimed_at = ?, run_id = 'run_' || substr(id, instr(id, '_') + 1)
-		WHERE id IN (SELECT id FROM workflow_queue_items WHERE status = 'pending' ORDER BY created_at, id LIMIT ?)
-		RETURNING id, owner_uid, workflow_memo_id, command, payload, session_id, target_version, run_id`
+	pendingQuery      = `SELECT ` + itemColumns + ` FROM workflow_queue_items WHERE status = 'pending' ORDER BY created_at, id LIMIT ?`
 	pendingCountQuery = `SELECT COUNT(*) FROM workflow_queue_items WHERE status = 'pending'`
 )
 
-// QueueItemClaim is River's claim: one UPDATE ... WHERE id IN (SELECT ...
-// LIMIT n) RETURNING stamps status and run id together, and the runs are
-// created (with their run_started events) in the same transaction.
+// claimQuery stamps status and run id in one statement, only on items still
+// pending: the compare-and-set that makes a claim atomic.
+func claimQuery(n int) string {
+	return `UPDATE workflow_queue_items
+		SET status = 'claimed', claimed_at = ?, run_id = 'run_' || substr(id, instr(id, '_') + 1)
+		WHERE status = 'pending' AND id IN (` + placeholders(n) + `)
+		RETURNING id, owner_uid, workflow_memo_id, command, payload, session_id, target_version, run_id`
+}
+
+// QueueItemListPending lists pending items over the partial pending index.
+func (db *DB) QueueItemListPending(ctx context.Context, limit int) ([]*store.QueueItem, error) {
+	out, err := queryAll(ctx, db.r, scanItem, pendingQuery, max(limit, 1))
+	if err != nil {
+		return nil, fmt.Errorf("pending items: %w", err)
+	}
+	return out, nil
+}
+
+// QueueItemClaim is River's claim: one UPDATE ... WHERE status = 'pending'
+// AND id IN (...) RETURNING stamps status and run id together, and the runs
+// are created (with their first events) in the same transaction.
 func (db *DB) QueueItemClaim(ctx context.Context, p *store.QueueItemClaimParams) ([]*store.Run, error) {
-	limit := max(p.Limit, 1)
+	if len(p.Claims) == 0 {
+		return nil, nil
+	}
+	now := nowOr(p.Now)
+	ts := formatTime(now)
+	events := make(map[string][]store.EventAppendParams, len(p.Claims))
+	claimArgs := []any{ts}
+	for _, c := range p.Claims {
+		events[c.ItemID] = c.Events
+		claimArgs = append(claimArgs, c.ItemID)
+	}
 	var runs []*store.Run
 	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		runs = runs[:0]
-		now := nowOr(p.Now)
-		ts := formatTime(now)
 		// run ids are derived from item ids: 'run_' || the part after 'itm_'.
-		rows, err := tx.QueryContext(ctx, claimQuery, ts, limit)
+		rows, err := tx.QueryContext(ctx, claimQuery(len(p.Claims)), claimArgs...)
 		if err != nil {
 			return err
 		}
@@ -206,9 +228,7 @@ func (db *DB) QueueItemClaim(ctx context.Context, p *store.QueueItemClaimParams)
 				return fmt.Errorf("claim: run id %s does not derive from item %s", r.ID, r.ItemID)
 			}
 			args = append(args, r.ID, r.ItemID, r.WorkflowMemoID, r.Command, r.SessionID, r.OwnerUID, p.RunnerID, ts, ts, ts)
-			if p.Events != nil {
-				groups = append(groups, sessionEvents{r.SessionID, p.Events(r)})
-			}
+			groups = append(groups, sessionEvents{r.SessionID, events[r.ItemID]})
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO workflow_runs (id, item_id, workflow_memo_id, command,
 			session_id, owner_uid, status, runner_id, heartbeat_at, created_at, updated_at) VALUES `+
@@ -221,15 +241,6 @@ func (db *DB) QueueItemClaim(ctx context.Context, p *store.QueueItemClaimParams)
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	return runs, nil
-}
-
-// appendEvents appends fn(r)'s events; events for runs without a session are
-// dropped (there is no transcript to write to).
-func appendEvents(ctx context.Context, tx *sql.Tx, sessionID string, fn store.EventsFunc, r *store.Run) error {
-	if fn == nil {
-		return nil
-	}
-	return appendEventList(ctx, tx, sessionID, fn(r))
 }
 
 // sessionEvents is one session's share of a multi-session append.

@@ -35,8 +35,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}
 	claimOne := func(t *testing.T, s store.Store, runner string) *store.Run {
 		t.Helper()
-		runs, err := s.QueueItemClaim(ctx, &store.QueueItemClaimParams{RunnerID: runner, Limit: 1})
-		require.NoError(t, err)
+		runs := claim(t, s, runner, 1)
 		require.Len(t, runs, 1)
 		return runs[0]
 	}
@@ -76,27 +75,37 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 			mu   sync.Mutex
 			seen = map[string]int{}
 			wg   sync.WaitGroup
+			errs = make([]error, 4)
 		)
-		for w := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+		for w := range errs {
+			wg.Go(func() {
 				for {
-					runs, err := s.QueueItemClaim(ctx, &store.QueueItemClaimParams{RunnerID: fmt.Sprint(w), Limit: 3})
-					require.NoError(t, err)
-					if len(runs) == 0 {
+					// Every worker reads the same heads and races to claim them.
+					pending, err := s.QueueItemListPending(ctx, 3)
+					if err != nil || len(pending) == 0 {
+						errs[w] = err
+						return
+					}
+					runs, err := s.QueueItemClaim(ctx, &store.QueueItemClaimParams{RunnerID: fmt.Sprint(w), Claims: claims(pending)})
+					if err != nil {
+						errs[w] = err
 						return
 					}
 					mu.Lock()
 					for _, r := range runs {
 						seen[r.ItemID]++
-						require.Equal(t, store.RunIDForItem(r.ItemID), r.ID)
+						if r.ID != store.RunIDForItem(r.ItemID) {
+							errs[w] = fmt.Errorf("run %s does not derive from item %s", r.ID, r.ItemID)
+						}
 					}
 					mu.Unlock()
 				}
-			}()
+			})
 		}
 		wg.Wait()
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
 		require.Len(t, seen, n)
 		for id, c := range seen {
 			require.Equal(t, 1, c, "item %s claimed twice", id)
@@ -280,8 +289,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		}
 		// One claim makes every run in one transaction: equal creation
 		// times, so pages rely on the id tie-break to neither skip nor repeat.
-		runs, err := s.QueueItemClaim(ctx, &store.QueueItemClaimParams{RunnerID: "a", Limit: n})
-		require.NoError(t, err)
+		runs := claim(t, s, "a", n)
 		require.Len(t, runs, n)
 		for _, r := range runs {
 			_, err := s.RunSuspend(ctx, &store.RunSuspendParams{RunCheckpointParams: store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease},
@@ -383,4 +391,23 @@ func leaseOf(t *testing.T, s store.Store, id string) int64 {
 	r, err := s.RunGetByID(context.Background(), id)
 	require.NoError(t, err)
 	return r.Lease
+}
+
+// claim claims up to limit pending items as the engine does: list, then
+// claim those.
+func claim(t *testing.T, s store.Store, runner string, limit int) []*store.Run {
+	t.Helper()
+	pending, err := s.QueueItemListPending(context.Background(), limit)
+	require.NoError(t, err)
+	runs, err := s.QueueItemClaim(context.Background(), &store.QueueItemClaimParams{RunnerID: runner, Claims: claims(pending)})
+	require.NoError(t, err)
+	return runs
+}
+
+func claims(items []*store.QueueItem) []store.ItemClaim {
+	out := make([]store.ItemClaim, len(items))
+	for i, it := range items {
+		out[i] = store.ItemClaim{ItemID: it.ID}
+	}
+	return out
 }
