@@ -2,7 +2,6 @@ package store
 
 import (
 	"encoding/json"
-	"strings"
 	"time"
 )
 
@@ -12,17 +11,6 @@ const (
 	PolicyAuto   = "auto"
 	PolicyYolo   = "yolo"
 )
-
-// NormalizePolicy coerces a stored posture: unknown or empty values count as
-// manual, because a typo must never silently grant more autonomy.
-func NormalizePolicy(p string) string {
-	switch p := strings.ToLower(strings.TrimSpace(p)); p {
-	case PolicyAuto, PolicyYolo:
-		return p
-	default:
-		return PolicyManual
-	}
-}
 
 // Session statuses.
 const (
@@ -72,15 +60,20 @@ type EventListParams struct {
 	SessionID string
 	After     time.Time
 	Types     []string
-	Newest    bool
-	Limit     int
+	// Until, when set, keeps events with ts ≤ Until.
+	Until  time.Time
+	Newest bool
+	Limit  int
 }
 
 // SessionForkParams copies a session's events with ts ≤ At into a new
 // session whose posture is the one in force at At.
 type SessionForkParams struct {
-	SourceID    string
-	At          time.Time
+	SourceID string
+	At       time.Time
+	// Policy is the fork's effective posture (the engine works out the
+	// one in force at At).
+	Policy      string
 	Title       string
 	CallerUser  string
 	CallerKeyID string
@@ -98,6 +91,9 @@ type SessionUpdateParams struct {
 	Status            *string
 	DoneReason        *string
 	Archived          *bool
+	// Policy sets the effective posture, with the policy_set event that
+	// records it.
+	Policy *string
 	// Events are appended in order; their SessionID is set to ID.
 	Events []*EventAppendParams
 }

@@ -240,6 +240,9 @@ type Session struct {
 	Archived     bool           `json:"archived"`
 	ForkedFrom   string         `json:"forkedFrom"`
 	Policy       string         `json:"policy"`
+	// BasePolicy is the posture the session started with, before any
+	// policy_set event.
+	BasePolicy   string         `json:"-"`
 	RequestCount int64          `json:"requestCount"`
 	CallerUser   string         `json:"callerUser"`
 	CallerKeyID  string         `json:"callerKeyId"`
@@ -288,8 +291,6 @@ type EventAppendParams struct {
 }
 
 // SessionStore persists sessions and their events (types in sessions.go).
-// Appending a policy_set event also sets the session's effective policy in
-// the same transaction, whoever appends it.
 type SessionStore interface {
 	SessionCreate(ctx context.Context, p *SessionCreateParams) (*Session, error)
 	SessionGetByID(ctx context.Context, id string) (*Session, error)

@@ -251,7 +251,7 @@ func (c *Console) sessionShow(w http.ResponseWriter, r *http.Request) {
 	page := c.page(w, r, sessionTitle(s), "sessions")
 	canAct := page.Viewer.CanAct
 	v := templates.SessionView{Page: page, ID: s.ID, Title: sessionTitle(s), Status: s.Status, DoneReason: s.DoneReason,
-		Origin: s.Origin, Badge: badge(s), Tags: s.Tags, Capabilities: s.Capabilities, Policy: store.NormalizePolicy(s.Policy),
+		Origin: s.Origin, Badge: badge(s), Tags: s.Tags, Capabilities: s.Capabilities, Policy: sessions.NormalizePolicy(s.Policy),
 		Policies: []string{store.PolicyManual, store.PolicyAuto, store.PolicyYolo}, Archived: s.Archived,
 		RequestCount: s.RequestCount, Created: c.ago(s.CreatedAt), LastActive: c.ago(s.LastActiveAt)}
 	if s.ForkedFrom != "" {

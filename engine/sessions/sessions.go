@@ -144,7 +144,7 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*store.Session, e
 	origin, platform := Classify(tags, p.Context, p.Source)
 	ses, err := s.st.SessionCreate(ctx, &store.SessionCreateParams{
 		Title: strings.TrimSpace(p.Title), Origin: origin, Platform: platform, Tags: tags, Context: p.Context,
-		Capabilities: p.Capabilities, Policy: s.cfg.DefaultPolicy,
+		Capabilities: p.Capabilities, Policy: NormalizePolicy(s.cfg.DefaultPolicy),
 		CallerUser: callerUser(p.Source), CallerKeyID: p.Source.KeyID, Events: p.Events,
 	})
 	if err != nil {
@@ -216,7 +216,15 @@ func (s *Service) Fork(ctx context.Context, id string, at time.Time) (*store.Ses
 	if at.IsZero() {
 		return nil, invalidf("atTs is required")
 	}
-	ses, err := s.st.SessionFork(ctx, &store.SessionForkParams{SourceID: id, At: at})
+	src, err := s.st.SessionGetByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := s.policyAt(ctx, src, at)
+	if err != nil {
+		return nil, err
+	}
+	ses, err := s.st.SessionFork(ctx, &store.SessionForkParams{SourceID: id, At: at, Policy: policy})
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +385,7 @@ func (s *Service) SetPolicy(ctx context.Context, id, policy string, by engine.De
 	if err != nil {
 		return nil, err
 	}
-	from := store.NormalizePolicy(cur.Policy)
+	from := NormalizePolicy(cur.Policy)
 	if strictness(p) < strictness(from) {
 		ok, err := s.isSteward(ctx, by)
 		if err != nil {
@@ -387,13 +395,39 @@ func (s *Service) SetPolicy(ctx context.Context, id, policy string, by engine.De
 			return nil, store.Refuse(store.ErrForbidden, "only a steward may change the posture from %s to %s, which holds less", from, p)
 		}
 	}
-	ses, _, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id,
+	ses, _, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id, Policy: &p,
 		Events: []*store.EventAppendParams{{Type: store.EventPolicySet, Actor: by.UID(), Payload: map[string]any{"policy": p}}}})
 	if err != nil {
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "session policy set", slog.String("session_id", id), slog.String("policy", p), slog.String("actor", by.UID()))
 	return ses, nil
+}
+
+// NormalizePolicy coerces a posture: unknown or empty values count as
+// manual, the strictest (SPEC §3).
+func NormalizePolicy(p string) string {
+	switch p {
+	case store.PolicyAuto, store.PolicyYolo:
+		return p
+	}
+	return store.PolicyManual
+}
+
+// policyAt is "policy follows head" (seed 001): the posture in force at ts
+// is the newest policy_set at or before it, else the one the session
+// started with.
+func (s *Service) policyAt(ctx context.Context, src *store.Session, ts time.Time) (string, error) {
+	evs, err := s.st.EventList(ctx, &store.EventListParams{SessionID: src.ID, Types: []string{store.EventPolicySet},
+		Until: ts, Newest: true, Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	if len(evs) == 0 {
+		return NormalizePolicy(src.BasePolicy), nil
+	}
+	p, _ := evs[0].Payload["policy"].(string)
+	return NormalizePolicy(p), nil
 }
 
 // strictness orders postures by how much they hold.

@@ -185,7 +185,7 @@ func TestForkRestoresEventsAndPostureOfItsMoment(t *testing.T) {
 		require.NoError(t, err)
 		return ev
 	}
-	say("one")
+	first := say("one")
 	_, err = b.svc.SetPolicy(ctx, src.ID, "yolo", user("u"))
 	require.NoError(t, err)
 	at := say("two")
@@ -210,6 +210,10 @@ func TestForkRestoresEventsAndPostureOfItsMoment(t *testing.T) {
 		require.Equal(t, srcEvents[i].Payload, e.Payload)
 		require.False(t, e.TS.After(at.TS), "only events at or before atTs")
 	}
+
+	early, err := b.svc.Fork(ctx, src.ID, first.TS)
+	require.NoError(t, err)
+	require.Equal(t, store.PolicyAuto, early.Policy, "before any policy_set: the posture the session started with")
 
 	_, err = b.svc.Fork(ctx, "ses_missing", at.TS)
 	require.ErrorIs(t, err, store.ErrNotFound)
@@ -246,6 +250,13 @@ func TestEventsAfterReturnsOnlyNewer(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrNotFound)
 	_, err = b.svc.Events(ctx, ses.ID, timeZero, sessions.MaxEventPage+1)
 	require.ErrorIs(t, err, sessions.ErrInvalid)
+}
+
+func TestNormalizePolicy(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"manual": "manual", "auto": "auto", "yolo": "yolo", "": "manual", "bogus": "manual", "YOLO": "manual"} {
+		require.Equal(t, want, sessions.NormalizePolicy(in), "posture %q", in)
+	}
 }
 
 func TestSetPolicy(t *testing.T) {

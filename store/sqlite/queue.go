@@ -269,7 +269,7 @@ func appendEventsMulti(ctx context.Context, tx *sql.Tx, groups []sessionEvents) 
 			continue
 		}
 		for _, ev := range g.events {
-			if ev.Type == store.EventPolicySet || (ev.SessionID != "" && ev.SessionID != g.sessionID) {
+			if ev.SessionID != "" && ev.SessionID != g.sessionID {
 				// Not a plain run line: take the general path.
 				for i := range g.events {
 					e := g.events[i]

@@ -11,7 +11,7 @@ import (
 )
 
 const sessionColumns = `id, title, status, done_reason, origin, platform, tags, context, capabilities, archived,
-	forked_from, policy, request_count, caller_user, caller_key_id, active_run_id, event_count, last_active_at, created_at`
+	forked_from, policy, base_policy, request_count, caller_user, caller_key_id, active_run_id, event_count, last_active_at, created_at`
 
 func scanSession(row scanner) (*store.Session, error) {
 	var (
@@ -21,7 +21,7 @@ func scanSession(row scanner) (*store.Session, error) {
 		lastActive, created string
 	)
 	if err := row.Scan(&s.ID, &s.Title, &s.Status, &s.DoneReason, &s.Origin, &s.Platform, &tags, &ctxJSON, &caps,
-		&archived, &s.ForkedFrom, &s.Policy, &s.RequestCount, &s.CallerUser, &s.CallerKeyID, &s.ActiveRunID,
+		&archived, &s.ForkedFrom, &s.Policy, &s.BasePolicy, &s.RequestCount, &s.CallerUser, &s.CallerKeyID, &s.ActiveRunID,
 		&s.EventCount, &lastActive, &created); err != nil {
 		return nil, interpretError(err)
 	}
@@ -29,7 +29,6 @@ func scanSession(row scanner) (*store.Session, error) {
 	s.Context = map[string]any{}
 	_ = json.Unmarshal([]byte(ctxJSON), &s.Context)
 	s.Archived = archived != 0
-	s.Policy = store.NormalizePolicy(s.Policy)
 	s.LastActiveAt, s.CreatedAt = parseTime(lastActive), parseTime(created)
 	return &s, nil
 }
@@ -61,7 +60,7 @@ func sessionCreateTx(ctx context.Context, tx *sql.Tx, id string, p *store.Sessio
 	if caps == nil {
 		caps = []string{}
 	}
-	policy := store.NormalizePolicy(p.Policy)
+	policy := p.Policy
 	_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, title, origin, platform, tags, context, capabilities,
 		forked_from, policy, base_policy, caller_user, caller_key_id, last_active_at, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -154,17 +153,7 @@ func eventAppendTx(ctx context.Context, tx *sql.Tx, p *store.EventAppendParams) 
 		payload = map[string]any{}
 	}
 	ts := formatTime(now)
-	var res sql.Result
-	var err error
-	if p.Type == store.EventPolicySet {
-		// Policy follows head: the newest policy_set is the effective
-		// posture, kept on the row in the same transaction as the event.
-		policy, _ := payload["policy"].(string)
-		res, err = tx.ExecContext(ctx, `UPDATE sessions SET event_count = event_count + 1, last_active_at = ?, policy = ? WHERE id = ?`,
-			ts, store.NormalizePolicy(policy), p.SessionID)
-	} else {
-		res, err = tx.ExecContext(ctx, `UPDATE sessions SET event_count = event_count + 1, last_active_at = ? WHERE id = ?`, ts, p.SessionID)
-	}
+	res, err := tx.ExecContext(ctx, `UPDATE sessions SET event_count = event_count + 1, last_active_at = ? WHERE id = ?`, ts, p.SessionID)
 	if err != nil {
 		return nil, err
 	}

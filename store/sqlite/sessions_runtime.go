@@ -277,8 +277,7 @@ func fillOpenHolds(ctx context.Context, q queryRower, ss []*store.Session) error
 }
 
 // SessionFork creates the fork, copies the events up to p.At (keeping their
-// ts, taking new ids) and sets the posture in force at p.At (the newest
-// policy_set at or before it, else the source's starting posture), all in one
+// ts, taking new ids) with the posture the caller found in force at p.At, all in one
 // transaction. Tags are not copied: a tag names exactly one session.
 func (db *DB) SessionFork(ctx context.Context, p *store.SessionForkParams) (*store.Session, error) {
 	at := formatTime(p.At)
@@ -289,21 +288,13 @@ func (db *DB) SessionFork(ctx context.Context, p *store.SessionForkParams) (*sto
 		if err != nil {
 			return fmt.Errorf("session %s: %w", p.SourceID, err)
 		}
-		var policy string
-		err = tx.QueryRowContext(ctx, `SELECT COALESCE(
-			(SELECT json_extract(payload, '$.policy') FROM session_events
-				WHERE session_id = ?1 AND type = ?2 AND ts <= ?3 ORDER BY ts DESC LIMIT 1),
-			(SELECT base_policy FROM sessions WHERE id = ?1))`, p.SourceID, store.EventPolicySet, at).Scan(&policy)
-		if err != nil {
-			return err
-		}
 		title := p.Title
 		if title == "" {
 			title = src.Title
 		}
 		if _, err := sessionCreateTx(ctx, tx, id, &store.SessionCreateParams{
 			Title: title, Origin: src.Origin, Platform: src.Platform, Context: src.Context,
-			Capabilities: src.Capabilities, Policy: policy, ForkedFrom: src.ID,
+			Capabilities: src.Capabilities, Policy: p.Policy, ForkedFrom: src.ID,
 			CallerUser: p.CallerUser, CallerKeyID: p.CallerKeyID,
 		}); err != nil {
 			return err
@@ -365,6 +356,9 @@ func (db *DB) SessionUpdate(ctx context.Context, p *store.SessionUpdateParams) (
 		}
 		if p.Archived != nil {
 			set("archived", boolInt(*p.Archived))
+		}
+		if p.Policy != nil {
+			set("policy", *p.Policy)
 		}
 		if len(sets) > 0 {
 			if _, err := tx.ExecContext(ctx, `UPDATE sessions SET `+strings.Join(sets, ", ")+` WHERE id = ?`, append(args, p.ID)...); err != nil {
@@ -467,6 +461,10 @@ func eventListQuery(p *store.EventListParams) (string, []any) {
 	}
 	query := `SELECT id, session_id, ts, type, actor, payload FROM session_events WHERE session_id = ? AND ts > ?`
 	args := []any{p.SessionID, formatAfter(p.After)}
+	if !p.Until.IsZero() {
+		query += ` AND ts <= ?`
+		args = append(args, formatAfter(p.Until))
+	}
 	if types := normTags(p.Types); len(types) > 0 {
 		query += ` AND type IN (?` + strings.Repeat(", ?", len(types)-1) + `)`
 		for _, t := range types {

@@ -132,18 +132,22 @@ func runSessions(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Empty(t, got)
 	})
 
-	t.Run("PolicySetEventSetsPolicy", func(t *testing.T) {
+	t.Run("SessionUpdateSetsPolicyWithItsEvent", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
 		ses := newSession(t, s, store.OriginUser, "t", 0)
 		require.Equal(t, store.PolicyAuto, ses.Policy)
-		for _, tc := range []struct{ set, want string }{{"yolo", "yolo"}, {"bogus", "manual"}, {"", "manual"}, {"auto", "auto"}} {
-			_, err := s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: store.EventPolicySet, Payload: map[string]any{"policy": tc.set}})
-			require.NoError(t, err)
-			got, err := s.SessionGetByID(ctx, ses.ID)
-			require.NoError(t, err)
-			require.Equal(t, tc.want, got.Policy, "after policy_set %q", tc.set)
-		}
+		got, evs, err := s.SessionUpdate(ctx, &store.SessionUpdateParams{ID: ses.ID, Policy: ptr(store.PolicyYolo),
+			Events: []*store.EventAppendParams{{Type: store.EventPolicySet, Payload: map[string]any{"policy": "yolo"}}}})
+		require.NoError(t, err)
+		require.Equal(t, store.PolicyYolo, got.Policy)
+		require.Len(t, evs, 1)
+		_, err = s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: store.EventPolicySet, Payload: map[string]any{"policy": "manual"}})
+		require.NoError(t, err)
+		got, err = s.SessionGetByID(ctx, ses.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.PolicyYolo, got.Policy, "the store keeps what it is told, it does not read events")
+		require.Equal(t, store.PolicyAuto, got.BasePolicy, "the starting posture is kept")
 	})
 
 	t.Run("SessionForkCopiesEarlierEventsAndPosture", func(t *testing.T) {
@@ -163,10 +167,15 @@ func runSessions(t *testing.T, newStore func(t *testing.T) store.Store) {
 		app(store.EventPolicySet, map[string]any{"policy": "manual"})
 		app(store.EventUserMessage, map[string]any{"text": "three"})
 
-		fork, err := s.SessionFork(ctx, &store.SessionForkParams{SourceID: src.ID, At: e3.TS})
+		policies, err := s.EventList(ctx, &store.EventListParams{SessionID: src.ID, Types: []string{store.EventPolicySet},
+			Until: e3.TS, Newest: true, Limit: 1})
+		require.NoError(t, err)
+		require.Equal(t, []int64{e2.ID}, eventIDs(policies), "Until keeps events at or before it")
+		fork, err := s.SessionFork(ctx, &store.SessionForkParams{SourceID: src.ID, At: e3.TS, Policy: store.PolicyYolo})
 		require.NoError(t, err)
 		require.Equal(t, src.ID, fork.ForkedFrom)
-		require.Equal(t, store.PolicyYolo, fork.Policy, "the posture in force at the fork point")
+		require.Equal(t, store.PolicyYolo, fork.Policy, "the posture the caller found in force")
+		require.Equal(t, store.PolicyAuto, fork.BasePolicy, "and the source's starting posture")
 		require.Equal(t, int64(3), fork.EventCount)
 		require.Empty(t, fork.Tags, "tags stay with their one session")
 		require.Equal(t, []string{"wiki"}, fork.Capabilities)
@@ -180,16 +189,11 @@ func runSessions(t *testing.T, newStore func(t *testing.T) store.Store) {
 			require.Greater(t, evs[i].ID, want.ID, "copies get new ids")
 		}
 
-		early, err := s.SessionFork(ctx, &store.SessionForkParams{SourceID: src.ID, At: e1.TS})
+		early, err := s.SessionFork(ctx, &store.SessionForkParams{SourceID: src.ID, At: e1.TS, Policy: store.PolicyAuto})
 		require.NoError(t, err)
-		require.Equal(t, store.PolicyAuto, early.Policy, "before any policy_set: the posture the source started with")
 		require.Equal(t, int64(1), early.EventCount)
-		// A fork of a fork started from yolo keeps yolo before its own events.
-		ff, err := s.SessionFork(ctx, &store.SessionForkParams{SourceID: fork.ID, At: e1.TS})
-		require.NoError(t, err)
-		require.Equal(t, store.PolicyAuto, ff.Policy)
 
-		_, err = s.SessionFork(ctx, &store.SessionForkParams{SourceID: "ses_missing", At: e1.TS})
+		_, err = s.SessionFork(ctx, &store.SessionForkParams{SourceID: "ses_missing", At: e1.TS, Policy: store.PolicyAuto})
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
@@ -221,11 +225,11 @@ func runSessions(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("SessionCreateWithEventsAndRetitle", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginAgent, Policy: "", Events: []*store.EventAppendParams{
+		ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginAgent, Policy: store.PolicyManual, Events: []*store.EventAppendParams{
 			{Type: store.EventContext, Actor: "agent", Payload: map[string]any{"purpose": "triage"}}}})
 		require.NoError(t, err)
 		require.Equal(t, int64(1), ses.EventCount, "the first events commit with the session")
-		require.Equal(t, store.PolicyManual, ses.Policy, "an empty posture counts as manual")
+		require.Equal(t, store.PolicyManual, ses.Policy)
 		got, _, err := s.SessionUpdate(ctx, &store.SessionUpdateParams{ID: ses.ID, Title: ptr("Triage")})
 		require.NoError(t, err)
 		require.Equal(t, "Triage", got.Title)
