@@ -242,15 +242,15 @@ type Session struct {
 	Policy       string         `json:"policy"`
 	// BasePolicy is the posture the session started with, before any
 	// policy_set event.
-	BasePolicy   string         `json:"-"`
-	RequestCount int64          `json:"requestCount"`
-	CallerUser   string         `json:"callerUser"`
-	CallerKeyID  string         `json:"callerKeyId"`
-	ActiveRunID  string         `json:"activeRunId"`
-	EventCount   int64          `json:"eventCount"`
-	OpenHolds    int64          `json:"openHolds"`
-	LastActiveAt time.Time      `json:"lastActiveAt"`
-	CreatedAt    time.Time      `json:"createdAt"`
+	BasePolicy   string    `json:"-"`
+	RequestCount int64     `json:"requestCount"`
+	CallerUser   string    `json:"callerUser"`
+	CallerKeyID  string    `json:"callerKeyId"`
+	ActiveRunID  string    `json:"activeRunId"`
+	EventCount   int64     `json:"eventCount"`
+	OpenHolds    int64     `json:"openHolds"`
+	LastActiveAt time.Time `json:"lastActiveAt"`
+	CreatedAt    time.Time `json:"createdAt"`
 }
 
 // Event is one append-only transcript entry. IDs grow monotonically across
