@@ -28,28 +28,26 @@ func (a engineAdapter) Enqueue(ctx context.Context, p EnqueueParams) (string, bo
 	return it.ID, created, nil
 }
 
-// Decide passes only the Slack user id: the engine finds a linked console
-// user itself, and the decision is recorded as "slack:<id>", which the card
-// shows as a mention.
+// Decide implements Engine.
 func (a engineAdapter) Decide(ctx context.Context, p DecideParams) (*DecideResult, error) {
 	h, err := a.e.Decide(ctx, engine.DecideParams{HoldID: p.HoldID, Decision: p.Decision, Comment: p.Comment,
-		Decider: engine.Decider{SlackUserID: p.SlackUserID}, Via: "slack"})
+		Decider: slackCaller(p.SlackUserID)})
 	if err != nil {
 		return nil, err
 	}
 	return &DecideResult{Status: h.Status, Approvals: len(h.Approvals), Required: h.RequiredApprovals}, nil
 }
 
-// OpenHold implements Engine from the store's open holds of the session.
-func (a engineAdapter) OpenHold(ctx context.Context, sessionID string) (string, error) {
-	hs, err := a.st.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, SessionID: sessionID, Limit: 50})
-	if err != nil {
-		return "", err
-	}
-	if len(hs) == 0 {
-		return "", fmt.Errorf("open hold of session %s: %w", sessionID, store.ErrNotFound)
-	}
-	return hs[len(hs)-1].ID, nil // open holds list oldest first: the newest is the one in view
+// OpenHolds implements Engine from the store's open holds of the session.
+func (a engineAdapter) OpenHolds(ctx context.Context, sessionID string) ([]*store.Hold, error) {
+	return a.st.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, SessionID: sessionID, Limit: maxThreadHolds + 1})
+}
+
+// slackCaller is a Slack user as the engine and sessions runtime know them:
+// the engine finds a linked console user itself, and the caller is recorded
+// as "slack:<id>", which cards and threads show as a mention.
+func slackCaller(user string) engine.Decider {
+	return engine.Decider{SlackUserID: user, Via: "slack"}
 }
 
 // SessionsService adapts the sessions runtime to what the bridge needs.
@@ -61,25 +59,25 @@ type sessionsAdapter struct{ s *sessions.Service }
 // a channel session.
 func (a sessionsAdapter) ResolveTag(ctx context.Context, tag string, p NewSession) (*store.Session, error) {
 	return a.s.ResolveTag(ctx, tag, sessions.CreateParams{Title: p.Title, Context: p.Context,
-		Source: sessions.Source{Via: sessions.ViaSlack, UserID: p.Actor}})
+		Source: sessions.Source{Via: sessions.ViaSlack, UserID: actor(p.User)}})
 }
 
 // Message implements Sessions: the turn runs in the background, so the
 // inbox worker never waits on a model.
-func (a sessionsAdapter) Message(ctx context.Context, id, text, actor string) error {
-	_, err := a.s.Message(ctx, id, text, actor, true)
+func (a sessionsAdapter) Message(ctx context.Context, id, text, user string) error {
+	_, err := a.s.Message(ctx, id, text, slackCaller(user), true)
 	return err
 }
 
 // SetPolicy implements Sessions.
-func (a sessionsAdapter) SetPolicy(ctx context.Context, id, policy, actor string) error {
-	_, err := a.s.SetPolicy(ctx, id, policy, actor)
+func (a sessionsAdapter) SetPolicy(ctx context.Context, id, policy, user string) error {
+	_, err := a.s.SetPolicy(ctx, id, policy, slackCaller(user))
 	return err
 }
 
 // Command implements Sessions, phrasing the runtime's result for a thread.
-func (a sessionsAdapter) Command(ctx context.Context, id, command, actor string) (string, error) {
-	res, err := a.s.Command(ctx, id, command, actor)
+func (a sessionsAdapter) Command(ctx context.Context, id, command, user string) (string, error) {
+	res, err := a.s.Command(ctx, id, command, slackCaller(user))
 	if err != nil {
 		return "", err
 	}

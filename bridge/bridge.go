@@ -18,13 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/slack-go/slack"
 
-	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/store"
 )
-
-// ErrForbidden is what Engine.Decide wraps when the decider may not decide
-// the hold (not a steward, or approving their own request): the engine's.
-var ErrForbidden = engine.ErrForbidden
 
 // Engine is what the bridge needs of the workflow engine. The bridge defines
 // it so that it depends on behaviour, not on the engine's package; the
@@ -38,9 +33,9 @@ type Engine interface {
 	// "slack"). Refusals wrap ErrForbidden; an already decided hold wraps
 	// store.ErrConflict.
 	Decide(ctx context.Context, p DecideParams) (*DecideResult, error)
-	// OpenHold answers the id of the session's newest open hold, or an error
-	// wrapping store.ErrNotFound.
-	OpenHold(ctx context.Context, sessionID string) (string, error)
+	// OpenHolds answers the session's open holds, oldest first (at most
+	// maxThreadHolds+1 of them).
+	OpenHolds(ctx context.Context, sessionID string) ([]*store.Hold, error)
 }
 
 // EnqueueParams asks for one workflow item.
@@ -72,20 +67,23 @@ type DecideResult struct {
 type Sessions interface {
 	// ResolveTag answers the session holding tag, creating it if needed.
 	ResolveTag(ctx context.Context, tag string, p NewSession) (*store.Session, error)
-	// Message appends a user message and runs a chat turn in the background.
-	Message(ctx context.Context, sessionID, text, actor string) error
-	// Command runs /status, /terminate or /compact and answers a line to
-	// show the user (may be empty).
-	Command(ctx context.Context, sessionID, command, actor string) (string, error)
-	// SetPolicy sets the session's posture (manual, auto or yolo).
-	SetPolicy(ctx context.Context, sessionID, policy, actor string) error
+	// Message appends a Slack user's message and runs a chat turn in the
+	// background.
+	Message(ctx context.Context, sessionID, text, user string) error
+	// Command runs /status, /terminate or /compact for a Slack user and
+	// answers a line to show them (may be empty). A caller who may not
+	// cancel the session's runs is refused with store.ErrForbidden.
+	Command(ctx context.Context, sessionID, command, user string) (string, error)
+	// SetPolicy sets the session's posture (manual, auto or yolo); a change
+	// that holds less needs a steward (else store.ErrForbidden).
+	SetPolicy(ctx context.Context, sessionID, policy, user string) error
 }
 
 // NewSession describes the session a thread starts.
 type NewSession struct {
 	Title   string
 	Context map[string]any
-	Actor   string // "slack:<user>"
+	User    string // the Slack user who started it
 }
 
 // Config tunes the bridge; zero values take the defaults noted.
@@ -94,6 +92,9 @@ type Config struct {
 	SigningSecret string
 	// BaseURL prefixes console links posted to Slack.
 	BaseURL string
+	// Stewards are the Slack user ids of SLACK_STEWARDS, named in refusals
+	// so a user knows whom to ask (the engine decides who is a steward).
+	Stewards []string
 	// HoldsChannel, when set, also receives every hold card.
 	HoldsChannel string
 	// AllowBots processes messages other bots post (never the bot's own).

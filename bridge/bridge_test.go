@@ -283,7 +283,8 @@ func TestMentionCommands(t *testing.T) {
 		{"status", "*Status:* `idle` · *policy* `auto`"},
 		{"TERMINATE", "Nothing was running in this thread."},
 		{"compact", "Compacted."},
-		{"policy yolo", "Policy for this thread is now `yolo`."},
+		{"policy yolo", "only a steward may change the posture from auto to yolo"},
+		{"policy manual", "Policy for this thread is now `manual`."},
 		{"policy sideways", "Usage: `policy manual|auto|yolo`"},
 	}
 	for i, tt := range tests {

@@ -18,7 +18,7 @@ const helpText = "*Holdfast* — mention me in a thread:\n" +
 	"• `<command> <brief>` or `run <command> <brief>` — queue a workflow, e.g. `draft-memo A memo about otters`\n" +
 	"• `status` · `terminate` · `compact` — this thread's session\n" +
 	"• `policy manual|auto|yolo` — how much of this thread's output is held for review\n" +
-	"• `approve [comment]` · `reject [reason]` — decide this thread's open hold (stewards)\n" +
+	"• `approve [hold id] [comment]` · `reject [hold id] [reason]` — decide this thread's open hold (stewards; name the hold when there are several)\n" +
 	"Anything else is a message to me; later replies in the thread reach me without a mention."
 
 // handleMention runs a mention (or DM): a command, an enqueue, or a chat turn
@@ -30,7 +30,7 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 		Title: firstLine(unescape(text), 80),
 		Context: map[string]any{"platform": "slack", "channel": m.Channel, "threadTs": root, "user": m.User,
 			"channelType": m.ChannelType},
-		Actor: actor(m.User),
+		User: m.User,
 	})
 	if err != nil {
 		return fmt.Errorf("resolve thread session: %w", err)
@@ -49,7 +49,7 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 		}
 		if err != nil {
 			// A chat turn: the sessions runtime records the message itself.
-			err = b.sessions.Message(ctx, ses.ID, unescape(text), actor(m.User))
+			err = b.sessions.Message(ctx, ses.ID, unescape(text), m.User)
 			if errors.Is(err, store.ErrConflict) {
 				return say(":hourglass_flowing_sand: I'm still answering the previous message in this thread. Send this again when I'm done, or mention me with `terminate` to stop me.")
 			}
@@ -77,7 +77,10 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	case cmd.Name == "workflows":
 		return say(b.workflowList(ctx))
 	case cmd.Name == "status" || cmd.Name == "terminate" || cmd.Name == "compact":
-		out, err := b.sessions.Command(ctx, ses.ID, "/"+cmd.Name, actor(m.User))
+		out, err := b.sessions.Command(ctx, ses.ID, "/"+cmd.Name, m.User)
+		if errors.Is(err, store.ErrForbidden) {
+			return say(b.refusal(m.User, err))
+		}
 		if err != nil {
 			return say(fmt.Sprintf(":warning: `%s` failed: %s", cmd.Name, esc(err.Error())))
 		}
@@ -90,7 +93,11 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 		if p != "manual" && p != "auto" && p != "yolo" {
 			return say("Usage: `policy manual|auto|yolo` — `manual` holds every output, `auto` follows each workflow's policy, `yolo` holds nothing.")
 		}
-		if err := b.sessions.SetPolicy(ctx, ses.ID, p, actor(m.User)); err != nil {
+		err := b.sessions.SetPolicy(ctx, ses.ID, p, m.User)
+		if errors.Is(err, store.ErrForbidden) {
+			return say(b.refusal(m.User, err))
+		}
+		if err != nil {
 			return say(fmt.Sprintf(":warning: could not set the policy: %s", esc(err.Error())))
 		}
 		return say(fmt.Sprintf("Policy for this thread is now `%s`.", p))
@@ -170,17 +177,55 @@ func queuedAck(channel, threadTS, name, itemID string) *store.SlackOutboxAddPara
 		Text: fmt.Sprintf(":inbox_tray: Queued `%s` (item `%s`).", esc(name), esc(itemID))}
 }
 
-// decideInThread is `@bot approve|reject [comment]`: it decides the thread's
-// open hold exactly as the card's buttons do.
-func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m *Message, root, sessionID string, cmd Command) error {
-	holdID, err := b.engine.OpenHold(ctx, sessionID)
-	if errors.Is(err, store.ErrNotFound) {
-		return b.ephemeral(ctx, it, "d", m.Channel, root, m.User, "This thread has no open hold to decide.")
+// refusal tells a Slack user why the engine refused them, naming who may.
+func (b *Bridge) refusal(user string, err error) string {
+	who := "a steward"
+	if len(b.cfg.Stewards) > 0 {
+		mentions := make([]string, len(b.cfg.Stewards))
+		for i, s := range b.cfg.Stewards {
+			mentions[i] = "<@" + s + ">"
+		}
+		who = "a steward (" + strings.Join(mentions, ", ") + ", or a console steward)"
 	}
+	return fmt.Sprintf(":no_entry: <@%s>, %s. Nothing was changed; ask %s.", user, esc(store.ReasonOf(err)), who)
+}
+
+// maxThreadHolds bounds the open holds a thread decision lists.
+const maxThreadHolds = 10
+
+// decideInThread is `@bot approve|reject [hold id] [comment]`: it decides
+// the thread's open hold exactly as the card's buttons do. With several open
+// holds it decides only the one named, and otherwise lists them and decides
+// nothing: a guess could publish the wrong output.
+func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m *Message, root, sessionID string, cmd Command) error {
+	holds, err := b.engine.OpenHolds(ctx, sessionID)
 	if err != nil {
 		return err
 	}
-	return b.decide(ctx, it, "d", holdID, cmd.Name, cmd.Arg, m.User, m.Channel, root)
+	tell := func(text string) error { return b.ephemeral(ctx, it, "d", m.Channel, root, m.User, text) }
+	if len(holds) == 0 {
+		return tell("This thread has no open hold to decide.")
+	}
+	first, rest, _ := strings.Cut(cmd.Arg, " ")
+	for _, h := range holds {
+		if first == h.ID {
+			return b.decide(ctx, it, "d", h.ID, cmd.Name, strings.TrimSpace(rest), m.User, m.Channel, root)
+		}
+	}
+	if len(holds) == 1 {
+		return b.decide(ctx, it, "d", holds[0].ID, cmd.Name, cmd.Arg, m.User, m.Channel, root)
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "This thread has %d open holds, so I did not guess which one you meant. Use the buttons on its card, or mention me with `%s <hold id> [comment]`:\n",
+		len(holds), cmd.Name)
+	for i, h := range holds {
+		if i == maxThreadHolds {
+			sb.WriteString("• … and more in the console\n")
+			break
+		}
+		fmt.Fprintf(&sb, "• `%s` — %s (%s)\n", h.ID, esc(orDefault(h.WorkflowName, h.Command)), b.holdLink(h.ID))
+	}
+	return tell(sb.String())
 }
 
 // decide applies a Slack user's decision; refusals are answered to that user
@@ -198,29 +243,18 @@ func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix, h
 				fmt.Sprintf("Your approval is recorded (%d of %d needed). The hold stays open until the rest approve.", res.Approvals, res.Required))
 		}
 		return nil
-	case errors.Is(err, ErrForbidden):
+	case errors.Is(err, store.ErrForbidden):
 		return b.ephemeral(ctx, it, suffix, channel, threadTS, user,
 			fmt.Sprintf(":no_entry: You can't decide this hold: %s. Nothing was changed. Stewards can decide it here or in the console: %s",
-				esc(reason(err)), b.holdLink(holdID)))
+				esc(store.ReasonOf(err)), b.holdLink(holdID)))
 	case errors.Is(err, store.ErrConflict):
 		return b.ephemeral(ctx, it, suffix, channel, threadTS, user,
-			fmt.Sprintf("This hold was already decided: %s", esc(reason(err))))
+			fmt.Sprintf(":information_source: Nothing was changed: %s.", esc(store.ReasonOf(err))))
 	case errors.Is(err, store.ErrNotFound):
 		return b.ephemeral(ctx, it, suffix, channel, threadTS, user, "That hold no longer exists.")
 	default:
 		return fmt.Errorf("decide hold %s: %w", holdID, err)
 	}
-}
-
-// reason is the most specific part of a refusal's message.
-func reason(err error) string {
-	msg := err.Error()
-	for _, s := range []string{ErrForbidden.Error() + ": ", store.ErrConflict.Error() + ": "} {
-		if i := strings.LastIndex(msg, s); i >= 0 {
-			msg = msg[i+len(s):]
-		}
-	}
-	return msg
 }
 
 func (b *Bridge) holdLink(holdID string) string {

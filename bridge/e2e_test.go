@@ -124,7 +124,7 @@ func TestEndToEnd(t *testing.T) {
 	// A second click after the decision is told who decided; nothing moves.
 	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_reject", holdID, "CE", card.TS, root))
 	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 3 }, 10*time.Second, 5*time.Millisecond)
-	require.Contains(t, tb.slack.Delivered("chat.postEphemeral")[2].Form["text"], "already decided")
+	require.Contains(t, tb.slack.Delivered("chat.postEphemeral")[2].Form["text"], "was already approved by slack:USTEWARD via slack")
 
 	// A decision in the console/API updates the card too.
 	root2 := tb.ts()
@@ -205,7 +205,9 @@ func TestEndToEndTwoApprovals(t *testing.T) {
 	// The same steward cannot count twice; the card does not change.
 	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_approve", holdID, "CP", card.TS, root))
 	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 2 }, 10*time.Second, 5*time.Millisecond)
-	require.Contains(t, tb.slack.Delivered("chat.postEphemeral")[1].Form["text"], "already approved")
+	again := tb.slack.Delivered("chat.postEphemeral")[1].Form["text"]
+	require.Contains(t, again, "you already approved this hold (1 of 2 approvals)")
+	require.NotContains(t, again, "already decided", "the hold is still open: it was not decided")
 
 	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD2", "hold_approve", holdID, "CP", card.TS, root))
 	require.Eventually(t, func() bool { return len(tb.updates("CP", card.TS)) == 2 }, 10*time.Second, 5*time.Millisecond)

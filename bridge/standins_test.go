@@ -58,7 +58,7 @@ func (e *recordingEngine) Decide(ctx context.Context, p bridge.DecideParams) (*b
 	defer e.mu.Unlock()
 	e.decides = append(e.decides, p)
 	if !e.stewards[p.SlackUserID] {
-		return nil, fmt.Errorf("decide: %w: %s is not a steward", bridge.ErrForbidden, p.SlackUserID)
+		return nil, store.Refuse(store.ErrForbidden, "%s is not a steward", p.SlackUserID)
 	}
 	if p.Decision == "approve" {
 		return &bridge.DecideResult{Status: store.HoldApproved, Approvals: 1, Required: 1}, nil
@@ -66,13 +66,13 @@ func (e *recordingEngine) Decide(ctx context.Context, p bridge.DecideParams) (*b
 	return &bridge.DecideResult{Status: store.HoldRejected, Required: 1}, nil
 }
 
-func (e *recordingEngine) OpenHold(ctx context.Context, sessionID string) (string, error) {
+func (e *recordingEngine) OpenHolds(ctx context.Context, sessionID string) ([]*store.Hold, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if h, ok := e.open[sessionID]; ok {
-		return h, nil
+		return []*store.Hold{{ID: h, SessionID: sessionID}}, nil
 	}
-	return "", store.ErrNotFound
+	return nil, nil
 }
 
 func (e *recordingEngine) snapshot() ([]bridge.EnqueueParams, []bridge.DecideParams) {

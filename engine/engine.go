@@ -20,7 +20,7 @@ import (
 )
 
 // ErrForbidden marks a caller who may not do what they asked (a 403).
-var ErrForbidden = errors.New("forbidden")
+var ErrForbidden = store.ErrForbidden
 
 // Config tunes the engine; zero values take the SPEC §1 defaults.
 type Config struct {

@@ -373,7 +373,7 @@ func TestHolds(t *testing.T) {
 		require.Equal(t, "Review it", h.GateLabel)
 		require.Contains(t, h.Preview, "body")
 
-		got, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Comment: "lgtm", Decider: steward(st), Via: "console"})
+		got, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Comment: "lgtm", Decider: via(steward(st), "console")})
 		require.NoError(t, err)
 		require.Equal(t, store.HoldApproved, got.Status)
 		require.Equal(t, "ada", got.DecidedBy)
@@ -381,7 +381,7 @@ func TestHolds(t *testing.T) {
 		require.Equal(t, store.RunSucceeded, r.Status)
 		require.NotEmpty(t, r.DispatchMemoID)
 
-		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "reject", Decider: steward(b.user(t, "bob", store.RoleAdmin, "")), Via: "api"})
+		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "reject", Decider: via(steward(b.user(t, "bob", store.RoleAdmin, "")), "api")})
 		require.ErrorIs(t, err, store.ErrConflict)
 		require.Contains(t, err.Error(), "ada", "the conflict names who decided")
 		audit, err := b.db.HoldDecisionList(ctx, h.ID)
@@ -400,10 +400,10 @@ func TestHolds(t *testing.T) {
 		b.workflow(t, "/held", "**Approval** `hold`")
 		it := b.enqueue(t, EnqueueParams{Command: "/held", Payload: map[string]any{"brief": "x"}})
 		h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
-		_, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "reject", Comment: "no", Decider: Decider{SlackUserID: "UST"}, Via: "slack"})
+		_, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "reject", Comment: "no", Decider: via(Decider{SlackUserID: "UST"}, "slack")})
 		require.ErrorIs(t, err, ErrForbidden, "a Slack user who is no steward is refused")
 		b.eng.cfg.SlackStewards = []string{"UST"}
-		got, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "reject", Comment: "no", Decider: Decider{SlackUserID: "UST"}, Via: "slack"})
+		got, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "reject", Comment: "no", Decider: via(Decider{SlackUserID: "UST"}, "slack")})
 		require.NoError(t, err)
 		require.Equal(t, store.HoldRejected, got.Status)
 		require.Equal(t, "slack:UST", got.DecidedBy)
@@ -424,13 +424,13 @@ func TestHolds(t *testing.T) {
 		owner := b.user(t, "own", store.RoleSteward, "UOWN")
 		it := b.enqueue(t, EnqueueParams{Command: "/held", OwnerUID: "slack:UOWN", Payload: map[string]any{"brief": "x"}})
 		h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
-		_, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: steward(viewer), Via: "console"})
+		_, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: via(steward(viewer), "console")})
 		require.ErrorIs(t, err, ErrForbidden)
-		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: steward(owner), Via: "console"})
+		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: via(steward(owner), "console")})
 		require.ErrorIs(t, err, ErrForbidden, "the requester (linked Slack id) may not approve")
-		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: Decider{SlackUserID: "UOWN"}, Via: "slack"})
+		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: via(Decider{SlackUserID: "UOWN"}, "slack")})
 		require.ErrorIs(t, err, ErrForbidden, "nor from Slack")
-		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "maybe", Decider: steward(owner), Via: "console"})
+		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "maybe", Decider: via(steward(owner), "console")})
 		require.ErrorIs(t, err, ErrInvalid)
 		cur, err := b.db.HoldGetByID(ctx, h.ID)
 		require.NoError(t, err)
@@ -450,7 +450,7 @@ func TestHolds(t *testing.T) {
 		owner := b.user(t, "own", store.RoleSteward, "")
 		it := b.enqueue(t, EnqueueParams{Command: "/held", OwnerUID: "user:" + owner.ID, Payload: map[string]any{"brief": "x"}})
 		h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
-		_, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: steward(owner), Via: "console"})
+		_, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: via(steward(owner), "console")})
 		require.NoError(t, err)
 		require.Equal(t, store.RunSucceeded, b.waitRun(t, it.ID, EventRunFinished).Status)
 	})
@@ -462,16 +462,16 @@ func TestHolds(t *testing.T) {
 		s1, s2 := b.user(t, "s1", store.RoleSteward, ""), b.user(t, "s2", store.RoleAdmin, "")
 		it := b.enqueue(t, EnqueueParams{Command: "/held", Payload: map[string]any{"brief": "x"}})
 		h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
-		got, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: steward(s1), Via: "console"})
+		got, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: via(steward(s1), "console")})
 		require.NoError(t, err)
 		require.Equal(t, store.HoldOpen, got.Status)
 		require.Len(t, got.Approvals, 1)
-		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: steward(s1), Via: "api"})
+		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: via(steward(s1), "api")})
 		require.ErrorIs(t, err, store.ErrConflict, "one steward counts once")
 		r, err := b.db.RunGetByID(ctx, h.RunID)
 		require.NoError(t, err)
 		require.Equal(t, store.RunSuspended, r.Status)
-		got, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: steward(s2), Via: "console"})
+		got, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: via(steward(s2), "console")})
 		require.NoError(t, err)
 		require.Equal(t, store.HoldApproved, got.Status)
 		require.Equal(t, store.RunSucceeded, b.waitRun(t, it.ID, EventRunFinished).Status)
@@ -484,7 +484,7 @@ func TestHolds(t *testing.T) {
 		st := b.user(t, "ada", store.RoleSteward, "")
 		it := b.enqueue(t, EnqueueParams{Command: "/held", Payload: map[string]any{"title": "Orig", "brief": "original"}})
 		h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
-		got, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Output: "# Edited\n\nbetter text", Decider: steward(st), Via: "console"})
+		got, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Output: "# Edited\n\nbetter text", Decider: via(steward(st), "console")})
 		require.NoError(t, err)
 		require.Contains(t, got.Output, "original", "the hold keeps the run's own output")
 		require.Equal(t, "# Edited\n\nbetter text", *got.EditedOutput)
@@ -558,7 +558,7 @@ func TestDispatch(t *testing.T) {
 		human := "the person's text"
 		_, err = b.db.MemoUpdate(ctx, &store.MemoUpdateParams{ID: stub.ID, ExpectedVersion: 1, Body: &human})
 		require.NoError(t, err)
-		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: steward(st), Via: "console"})
+		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: via(steward(st), "console")})
 		require.NoError(t, err)
 		r := b.waitRun(t, it.ID, EventRunFinished)
 		require.Equal(t, store.RunFailed, r.Status)
@@ -739,13 +739,57 @@ func TestCancelInFlightModelCall(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("model was never called")
 	}
-	n, err := b.eng.CancelSessionRuns(ctx, ses.ID, "ada")
+	_, err = b.eng.CancelSessionRuns(ctx, ses.ID, Decider{SlackUserID: "UNOBODY", Via: "slack"})
+	require.ErrorIs(t, err, store.ErrForbidden, "a non-steward cannot stop a run")
+	r, err := b.db.RunGetByID(ctx, store.RunIDForItem(it.ID))
+	require.NoError(t, err)
+	require.Equal(t, store.RunRunning, r.Status, "a refused cancel changes nothing")
+	n, err := b.eng.CancelSessionRuns(ctx, ses.ID, via(steward(b.user(t, "ada", store.RoleSteward, "")), "api"))
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	r := b.waitRun(t, it.ID, EventRunFinished)
+	r = b.waitRun(t, it.ID, EventRunFinished)
 	require.Equal(t, store.RunCancelled, r.Status)
 	require.Equal(t, KindCancelled, r.ErrorKind)
 	require.Contains(t, r.Error, "ada")
+}
+
+// TestCancelHeldRunIsARejection: cancelling a session's held run is a
+// steward's rejection of its hold, audited and recorded like any other;
+// a non-steward's attempt changes nothing.
+func TestCancelHeldRunIsARejection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{})
+	b.workflow(t, "/held", "**Approval** `hold`")
+	ses, err := b.db.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginUser, Policy: "auto"})
+	require.NoError(t, err)
+	it := b.enqueue(t, EnqueueParams{Command: "/held", SessionID: ses.ID, Payload: map[string]any{"brief": "x"}})
+	h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
+
+	_, err = b.eng.CancelSessionRuns(ctx, ses.ID, Decider{SlackUserID: "UNOBODY", Via: "slack"})
+	require.ErrorIs(t, err, store.ErrForbidden)
+	got, err := b.db.HoldGetByID(ctx, h.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.HoldOpen, got.Status, "a refused cancel changes nothing")
+	audit, err := b.db.HoldDecisionList(ctx, h.ID)
+	require.NoError(t, err)
+	require.Empty(t, audit)
+
+	ada := b.user(t, "ada", store.RoleSteward, "")
+	n, err := b.eng.CancelSessionRuns(ctx, ses.ID, via(steward(ada), "console"))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	got, err = b.db.HoldGetByID(ctx, h.ID)
+	require.NoError(t, err)
+	require.Equal(t, []string{store.HoldRejected, "ada", "console"}, []string{got.Status, got.DecidedBy, got.DecidedVia})
+	audit, err = b.db.HoldDecisionList(ctx, h.ID)
+	require.NoError(t, err)
+	require.Len(t, audit, 1)
+	require.Equal(t, []string{"reject", store.AttemptAccepted, "console"}, []string{audit[0].Decision, audit[0].Outcome, audit[0].Via})
+	r, err := b.db.RunGetByID(ctx, h.RunID)
+	require.NoError(t, err)
+	require.Equal(t, store.RunCancelled, r.Status)
+	require.Contains(t, b.eventTypes(t, ses.ID), EventHoldDecided, "the transcript (and so the Slack card) learns of the rejection")
 }
 
 func TestScheduleEnqueuesMissedSlotOnce(t *testing.T) {
@@ -920,4 +964,10 @@ func TestShutdownReleasesInFlightRuns(t *testing.T) {
 	r, err = b.db.RunGetByID(ctx, r.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.RunSucceeded, r.Status, r.Error)
+}
+
+// via is d acting through a surface.
+func via(d Decider, surface string) Decider {
+	d.Via = surface
+	return d
 }

@@ -11,13 +11,29 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-// Decider is who decides a hold, as the calling surface knows them.
+// Decider is who asks the engine to decide or cancel something, as the
+// calling surface knows them, and the surface they act through.
 type Decider struct {
 	UserID      string
 	Username    string
 	Role        string
 	SlackUserID string
 	KeyID       string
+	Via         string // slack|console|api
+}
+
+// UID names the caller as queue items and transcripts do ("slack:U1",
+// "user:<id>", "key:<id>"), so ownership checks compare like with like.
+func (d Decider) UID() string {
+	switch {
+	case d.SlackUserID != "" && d.UserID == "" && d.KeyID == "":
+		return "slack:" + d.SlackUserID
+	case d.UserID != "":
+		return "user:" + d.UserID
+	case d.KeyID != "":
+		return "key:" + d.KeyID
+	}
+	return ""
 }
 
 // DecideParams is one decision attempt.
@@ -29,7 +45,6 @@ type DecideParams struct {
 	// place of the run's own (both are kept).
 	Output  string
 	Decider Decider
-	Via     string // slack|console|api
 }
 
 // Decide applies a steward's decision. Refusals wrap ErrForbidden; a hold
@@ -44,29 +59,13 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) (*store.Hold, error
 	if err != nil {
 		return nil, err
 	}
-	d := p.Decider
-	// A console user's linked Slack id and a Slack user's linked console
-	// account are the same person, for stewardship and for self-approval.
-	var linked *store.User
-	if d.UserID != "" {
-		if u, err := e.store.UserGetByID(ctx, d.UserID); err == nil {
-			linked = u
-			if d.SlackUserID == "" {
-				d.SlackUserID = u.SlackUserID
-			}
-			if d.Username == "" {
-				d.Username = u.Username
-			}
-		}
-	} else if d.SlackUserID != "" {
-		if u, err := e.store.UserGetBySlackID(ctx, d.SlackUserID); err == nil {
-			linked = u
-			d.UserID = u.ID
-		}
+	d, linked, err := e.resolve(ctx, p.Decider)
+	if err != nil {
+		return nil, err
 	}
 	name := deciderName(d)
 	refuse := func(reason string) (*store.Hold, error) {
-		audit := &store.HoldDecision{HoldID: h.ID, RunID: h.RunID, Decision: p.Decision, DecidedBy: name, Via: p.Via,
+		audit := &store.HoldDecision{HoldID: h.ID, RunID: h.RunID, Decision: p.Decision, DecidedBy: name, Via: d.Via,
 			Comment: p.Comment, Outcome: store.AttemptRefused, Reason: reason}
 		if p.Output != "" {
 			audit.Output = &p.Output
@@ -75,7 +74,7 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) (*store.Hold, error
 			return nil, err
 		}
 		e.log.InfoContext(ctx, "hold decision refused", slog.String("hold_id", h.ID), slog.String("by", name), slog.String("reason", reason))
-		return nil, fmt.Errorf("%w: %s", ErrForbidden, reason)
+		return nil, store.Refuse(store.ErrForbidden, "%s", reason)
 	}
 	if !e.isSteward(d, linked) {
 		return refuse(name + " is not a steward; only stewards may decide holds")
@@ -83,8 +82,59 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) (*store.Hold, error
 	if p.Decision == "approve" && !h.SelfApproval && isOwner(h.OwnerUID, d) {
 		return refuse(name + " asked for this run and may not approve it (the workflow's Policy does not allow self approval)")
 	}
+	if p.Decision == "approve" && h.Status == store.HoldOpen {
+		for _, a := range h.Approvals {
+			if a.Key == deciderKey(d) {
+				return nil, store.Refuse(store.ErrConflict, "you already approved this hold (%d of %d approvals); it needs another steward's approval",
+					len(h.Approvals), h.RequiredApprovals)
+			}
+		}
+	}
 	return e.decide(ctx, h, &store.HoldDecideParams{HoldID: h.ID, Decision: p.Decision, DecidedBy: name,
-		DeciderKey: deciderKey(d), Via: p.Via, Comment: p.Comment, Output: nonEmpty(p.Output)})
+		DeciderKey: deciderKey(d), Via: d.Via, Comment: p.Comment, Output: nonEmpty(p.Output)})
+}
+
+// resolve completes d with its linked identity: a console user's linked
+// Slack id and a Slack user's linked console account are the same person,
+// for stewardship and for self-approval.
+func (e *Engine) resolve(ctx context.Context, d Decider) (Decider, *store.User, error) {
+	var (
+		u   *store.User
+		err error
+	)
+	switch {
+	case d.UserID != "":
+		u, err = e.store.UserGetByID(ctx, d.UserID)
+	case d.SlackUserID != "":
+		u, err = e.store.UserGetBySlackID(ctx, d.SlackUserID)
+	default:
+		return d, nil, nil
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return d, nil, nil
+	}
+	if err != nil {
+		return d, nil, fmt.Errorf("resolve decider: %w", err)
+	}
+	d.UserID = u.ID
+	if d.SlackUserID == "" {
+		d.SlackUserID = u.SlackUserID
+	}
+	if d.Username == "" {
+		d.Username = u.Username
+	}
+	return d, u, nil
+}
+
+// IsSteward answers whether d may decide holds and make a session hold
+// less (SPEC §3, §4.3): a steward or admin role, a console steward's linked
+// Slack account, or a Slack user listed in SLACK_STEWARDS.
+func (e *Engine) IsSteward(ctx context.Context, d Decider) (bool, error) {
+	d, linked, err := e.resolve(ctx, d)
+	if err != nil {
+		return false, err
+	}
+	return e.isSteward(d, linked), nil
 }
 
 func nonEmpty(s string) *string {
@@ -208,15 +258,43 @@ func (e *Engine) expireHolds(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// AuthorizeCancel refuses (ErrForbidden) a caller who is not a steward
+// when the session has runs to cancel: cancelling a held run rejects its
+// hold, which is a steward's decision (SPEC §4.3), and stopping a running
+// one is as consequential. With nothing to cancel anyone may ask.
+func (e *Engine) AuthorizeCancel(ctx context.Context, sessionID string, by Decider) error {
+	ok, err := e.IsSteward(ctx, by)
+	if err != nil || ok {
+		return err
+	}
+	running, err := e.store.RunList(ctx, &store.RunListParams{SessionID: sessionID, Status: store.RunRunning, Limit: 1})
+	if err != nil {
+		return err
+	}
+	held, err := e.store.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, SessionID: sessionID, Limit: 1})
+	if err != nil {
+		return err
+	}
+	if len(running) == 0 && len(held) == 0 {
+		return nil
+	}
+	return store.Refuse(store.ErrForbidden, "%s is not a steward; only stewards may cancel this session's workflow runs", deciderName(by))
+}
+
 // CancelSessionRuns cancels a session's in-flight runs (their model calls'
-// contexts are cancelled and they settle `cancelled`) and its suspended runs.
-func (e *Engine) CancelSessionRuns(ctx context.Context, sessionID, by string) (int, error) {
+// contexts are cancelled and they settle `cancelled`) and rejects the holds
+// of its suspended runs as by's decisions, audited and shown on their cards
+// like any other rejection.
+func (e *Engine) CancelSessionRuns(ctx context.Context, sessionID string, by Decider) (int, error) {
+	if err := e.AuthorizeCancel(ctx, sessionID, by); err != nil {
+		return 0, err
+	}
 	running, err := e.store.RunList(ctx, &store.RunListParams{SessionID: sessionID, Status: store.RunRunning, Limit: 500})
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	cause := fmt.Errorf("%w by %s", errRunCancelled, by)
+	cause := fmt.Errorf("%w by %s", errRunCancelled, deciderName(by))
 	e.mu.Lock()
 	for _, r := range running {
 		if cancel := e.inflight[r.ID]; cancel != nil {
@@ -230,15 +308,21 @@ func (e *Engine) CancelSessionRuns(ctx context.Context, sessionID, by string) (i
 		n++
 	}
 	e.mu.Unlock()
-	cancelled, err := e.store.RunCancelSuspended(ctx, &store.RunCancelParams{SessionID: sessionID, By: by, Now: e.cfg.Now(),
-		Events: func(r *store.Run) []store.EventAppendParams { return []store.EventAppendParams{finishedEvent(r)} }})
+	held, err := e.store.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, SessionID: sessionID, Limit: 500})
 	if err != nil {
 		return n, err
 	}
-	for _, r := range cancelled {
-		e.notify(Event{Kind: EventRunFinished, RunID: r.ID, ItemID: r.ItemID, SessionID: r.SessionID, Status: r.Status})
+	for _, h := range held {
+		_, err := e.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "reject", Comment: "cancelled with /terminate", Decider: by})
+		if errors.Is(err, store.ErrConflict) {
+			continue // decided meanwhile by someone else
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
 	}
-	return n + len(cancelled), nil
+	return n, nil
 }
 
 // ErrInvalid marks a request the caller must fix (a 400).

@@ -338,15 +338,6 @@ type HoldListParams struct {
 	Limit     int
 }
 
-// RunCancelParams cancels a session's suspended runs (their holds are
-// rejected) in one transaction.
-type RunCancelParams struct {
-	SessionID string
-	By        string
-	Now       time.Time
-	Events    EventsFunc
-}
-
 // EngineStore persists queue items, runs and holds (SPEC §4).
 type EngineStore interface {
 	// QueueItemInsert is idempotent on (workflow, dedupe key); the bool says
@@ -373,7 +364,6 @@ type EngineStore interface {
 	// RunRecoverStuck takes over stale running runs and settles those out of
 	// recovery attempts.
 	RunRecoverStuck(ctx context.Context, p *RunRecoverParams) (recovered, exhausted []*Run, err error)
-	RunCancelSuspended(ctx context.Context, p *RunCancelParams) ([]*Run, error)
 
 	HoldGetByID(ctx context.Context, id string) (*Hold, error)
 	HoldList(ctx context.Context, p *HoldListParams) ([]*Hold, error)

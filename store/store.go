@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -20,9 +21,36 @@ import (
 // constraint errors into these in exactly one place, so callers can map them
 // to 404 and 409 without knowing the database.
 var (
-	ErrNotFound = errors.New("not found")
-	ErrConflict = errors.New("conflict")
+	ErrNotFound  = errors.New("not found")
+	ErrConflict  = errors.New("conflict")
+	ErrForbidden = errors.New("forbidden")
 )
+
+// Refusal is an error a surface shows its caller as it stands: Reason is
+// the sentence to show, Kind the sentinel that picks the status code. It
+// exists so that no surface parses an error's text to find the sentence.
+type Refusal struct {
+	Kind   error
+	Reason string
+}
+
+func (r *Refusal) Error() string { return r.Kind.Error() + ": " + r.Reason }
+func (r *Refusal) Unwrap() error { return r.Kind }
+
+// Refuse builds a Refusal of kind (ErrForbidden, ErrConflict, …).
+func Refuse(kind error, format string, args ...any) error {
+	return &Refusal{Kind: kind, Reason: fmt.Sprintf(format, args...)}
+}
+
+// ReasonOf answers the sentence to show for err: a Refusal's reason, else
+// the error's text.
+func ReasonOf(err error) string {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r.Reason
+	}
+	return err.Error()
+}
 
 // Store is everything Holdfast persists. Methods are named noun-then-verb and
 // take ctx first, as River's driver does.

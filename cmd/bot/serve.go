@@ -170,7 +170,7 @@ func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engi
 		opts = append(opts, slack.OptionAppLevelToken(c.SlackAppToken))
 	}
 	api := slack.New(c.SlackBotToken, opts...)
-	b := bridge.New(bridge.Config{SigningSecret: c.SlackSigning, BaseURL: c.BaseURL, HoldsChannel: c.SlackHoldsChan,
+	b := bridge.New(bridge.Config{SigningSecret: c.SlackSigning, BaseURL: c.BaseURL, HoldsChannel: c.SlackHoldsChan, Stewards: c.stewards(),
 		AllowBots: c.SlackAllowBots == "true"},
 		db, api, bridge.EngineService(eng, db), bridge.SessionsService(sess), log)
 	if err := eng.Registry().Register(b); err != nil {
@@ -199,18 +199,12 @@ func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engi
 
 // newEngine builds the engine from the config (shared by serve and enqueue).
 func newEngine(c *config, db store.Store, models *model.Registry, log *slog.Logger) *engine.Engine {
-	var stewards []string
-	for _, s := range strings.Split(c.SlackStewards, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			stewards = append(stewards, s)
-		}
-	}
 	maxRecovery := c.MaxRecovery
 	if maxRecovery == 0 {
 		maxRecovery = -1 // HOLDFAST_MAX_RECOVERY=0 means no recoveries; the engine's 0 is "default"
 	}
 	cfg := engine.Config{Workers: c.Workers, StuckRun: c.StuckRun, MaxRecovery: maxRecovery,
-		PassInterval: c.PassInterval, SlackStewards: stewards}
+		PassInterval: c.PassInterval, SlackStewards: c.stewards()}
 	if c.SlackBotToken != "" {
 		cfg.CanReply = bridge.CanReply // `reply` runs post into their Slack thread
 	}
@@ -261,4 +255,15 @@ func cmdEnqueue(ctx context.Context, args []string, env map[string]string, stdou
 	}
 	fmt.Fprintf(stdout, "%s %s item %s (status %s)\n", verb, it.Command, it.ID, it.Status)
 	return nil
+}
+
+// stewards is SLACK_STEWARDS as a list.
+func (c *config) stewards() []string {
+	var out []string
+	for _, s := range strings.Split(c.SlackStewards, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -266,14 +266,8 @@ func (a *API) holdDecide(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "an edited output can only come with an approval")
 		return
 	}
-	id := auth.From(r.Context())
-	via := "api"
-	if id.Cookie {
-		via = "console"
-	}
 	h, err := a.Engine.Decide(r.Context(), engine.DecideParams{HoldID: chi.URLParam(r, "id"), Decision: req.Decision,
-		Comment: req.Comment, Output: req.Output, Via: via,
-		Decider: engine.Decider{UserID: id.UserID, Username: id.Username, Role: id.Role, SlackUserID: id.SlackUserID, KeyID: id.KeyID}})
+		Comment: req.Comment, Output: req.Output, Decider: auth.From(r.Context()).Caller()})
 	switch {
 	case errors.Is(err, engine.ErrForbidden):
 		WriteError(w, http.StatusForbidden, err.Error())

@@ -240,7 +240,7 @@ func (a *API) sessionMessage(w http.ResponseWriter, r *http.Request) {
 	if !Decode(w, r, &req) {
 		return
 	}
-	res, err := a.Sessions.Message(r.Context(), chi.URLParam(r, "id"), req.Text, auth.From(r.Context()).UID(), true)
+	res, err := a.Sessions.Message(r.Context(), chi.URLParam(r, "id"), req.Text, auth.From(r.Context()).Caller(), true)
 	if err != nil {
 		a.sessionFail(w, r, err)
 		return
@@ -255,7 +255,7 @@ func (a *API) sessionCommand(w http.ResponseWriter, r *http.Request) {
 	if !Decode(w, r, &req) {
 		return
 	}
-	res, err := a.Sessions.Command(r.Context(), chi.URLParam(r, "id"), req.Command, auth.From(r.Context()).UID())
+	res, err := a.Sessions.Command(r.Context(), chi.URLParam(r, "id"), req.Command, auth.From(r.Context()).Caller())
 	if err != nil {
 		a.sessionFail(w, r, err)
 		return
@@ -310,7 +310,7 @@ func (a *API) sessionPolicy(w http.ResponseWriter, r *http.Request) {
 	if !Decode(w, r, &req) {
 		return
 	}
-	ses, err := a.Sessions.SetPolicy(r.Context(), chi.URLParam(r, "id"), req.Policy, auth.From(r.Context()).UID())
+	ses, err := a.Sessions.SetPolicy(r.Context(), chi.URLParam(r, "id"), req.Policy, auth.From(r.Context()).Caller())
 	if err != nil {
 		a.sessionFail(w, r, err)
 		return

@@ -8,6 +8,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+
+	"github.com/holdfast-bot/holdfast/engine"
 )
 
 // Identity is who is calling.
@@ -50,6 +52,19 @@ func (i *Identity) UID() string {
 	default:
 		return ""
 	}
+}
+
+// Caller is the identity as the engine takes it: acting through the
+// console when signed in with a cookie, else through the API.
+func (i *Identity) Caller() engine.Decider {
+	if i == nil {
+		return engine.Decider{}
+	}
+	via := "api"
+	if i.Cookie {
+		via = "console"
+	}
+	return engine.Decider{UserID: i.UserID, Username: i.Username, Role: i.Role, SlackUserID: i.SlackUserID, KeyID: i.KeyID, Via: via}
 }
 
 type ctxKey struct{}

@@ -54,7 +54,7 @@ func (c *Console) workflowEnqueue(w http.ResponseWriter, r *http.Request) {
 		Payload: map[string]any{"brief": brief, "title": firstLine(brief)}, OwnerUID: actorOf(r)})
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		c.renderWorkflow(w, r, wf, http.StatusConflict, brief, dedupe, conflictText(err))
+		c.renderWorkflow(w, r, wf, http.StatusConflict, brief, dedupe, store.ReasonOf(err))
 		return
 	case err != nil:
 		c.fail(w, r, err)

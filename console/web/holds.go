@@ -246,13 +246,13 @@ func (c *Console) holdDecide(w http.ResponseWriter, r *http.Request) {
 	}
 	id := identity(r)
 	out, err := c.Engine.Decide(ctx, engine.DecideParams{HoldID: h.ID, Decision: decision, Comment: comment, Output: output,
-		Decider: engine.Decider{UserID: id.UserID, Username: id.Username, Role: id.Role, SlackUserID: id.SlackUserID}, Via: "console"})
+		Decider: id.Caller()})
 	switch {
 	case errors.Is(err, engine.ErrForbidden):
-		c.renderHold(w, r, h, http.StatusForbidden, strings.TrimPrefix(err.Error(), "forbidden: "))
+		c.renderHold(w, r, h, http.StatusForbidden, store.ReasonOf(err))
 		return
 	case errors.Is(err, store.ErrConflict):
-		c.renderHold(w, r, h, http.StatusConflict, conflictText(err))
+		c.renderHold(w, r, h, http.StatusConflict, store.ReasonOf(err))
 		return
 	case errors.Is(err, engine.ErrInvalid):
 		c.renderHold(w, r, h, http.StatusBadRequest, err.Error())

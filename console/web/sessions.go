@@ -229,19 +229,11 @@ func (c *Console) sessionFail(w http.ResponseWriter, r *http.Request, back strin
 	switch {
 	case errors.Is(err, sessions.ErrInvalid):
 		c.redirect(w, r, back, err.Error(), true)
-	case errors.Is(err, store.ErrConflict):
-		c.redirect(w, r, back, conflictText(err), true)
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrForbidden):
+		c.redirect(w, r, back, store.ReasonOf(err), true)
 	default:
 		c.fail(w, r, err)
 	}
-}
-
-func conflictText(err error) string {
-	s := err.Error()
-	if i := strings.Index(s, "conflict: "); i >= 0 {
-		return s[i+len("conflict: "):]
-	}
-	return s
 }
 
 func (c *Console) sessionShow(w http.ResponseWriter, r *http.Request) {
@@ -473,7 +465,7 @@ func (c *Console) sessionMessage(w http.ResponseWriter, r *http.Request) {
 		c.redirect(w, r, back, "Only console sessions take messages here.", true)
 		return
 	}
-	if _, err := c.Sessions.Message(r.Context(), id, r.PostFormValue("text"), actorOf(r), true); err != nil {
+	if _, err := c.Sessions.Message(r.Context(), id, r.PostFormValue("text"), identity(r).Caller(), true); err != nil {
 		c.sessionFail(w, r, back, err)
 		return
 	}
@@ -482,7 +474,7 @@ func (c *Console) sessionMessage(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) sessionCommand(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	res, err := c.Sessions.Command(r.Context(), id, r.PostFormValue("command"), actorOf(r))
+	res, err := c.Sessions.Command(r.Context(), id, r.PostFormValue("command"), identity(r).Caller())
 	if err != nil {
 		c.sessionFail(w, r, "/sessions/"+id, err)
 		return
@@ -536,7 +528,7 @@ func (c *Console) sessionArchive(archive bool) http.HandlerFunc {
 
 func (c *Console) sessionPolicy(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	s, err := c.Sessions.SetPolicy(r.Context(), id, r.PostFormValue("policy"), actorOf(r))
+	s, err := c.Sessions.SetPolicy(r.Context(), id, r.PostFormValue("policy"), identity(r).Caller())
 	if err != nil {
 		c.sessionFail(w, r, "/sessions/"+id, err)
 		return

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -31,7 +32,7 @@ func TestOpenAITurnCallsToolsAndEnqueues(t *testing.T) {
 	ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 	require.NoError(t, err)
 
-	res, err := b.svc.Message(ctx, ses.ID, "Please draft a memo about otters in winter", "slack:U1", true)
+	res, err := b.svc.Message(ctx, ses.ID, "Please draft a memo about otters in winter", engine.Decider{SlackUserID: "U1", Via: "slack"}, true)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		got, err := b.svc.GetByID(ctx, ses.ID)
@@ -82,7 +83,7 @@ func TestToolLoopIsBounded(t *testing.T) {
 	b := setup(t, setupOpts{modelSpec: "openai:gpt-test", openaiURL: cs.URL, client: cs.Client()})
 	ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 	require.NoError(t, err)
-	res, err := b.svc.Message(ctx, ses.ID, "loop forever", "user:u", false)
+	res, err := b.svc.Message(ctx, ses.ID, "loop forever", user("u"), false)
 	require.NoError(t, err)
 	require.Equal(t, "Here is what I found.", res.Reply.Payload["text"])
 	require.Len(t, cs.requests(), 5, "4 tool rounds, then one answer without tools")
@@ -99,7 +100,7 @@ func TestModelFailureIsReported(t *testing.T) {
 	b := setup(t, setupOpts{modelSpec: "openai:gpt-test", openaiURL: cs.URL, client: cs.Client()})
 	ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 	require.NoError(t, err)
-	res, err := b.svc.Message(ctx, ses.ID, "hi", "user:u", false)
+	res, err := b.svc.Message(ctx, ses.ID, "hi", user("u"), false)
 	require.NoError(t, err)
 	require.Contains(t, res.Reply.Payload["text"], "model does not exist", "the thread hears why")
 	got, err := b.svc.GetByID(ctx, ses.ID)
@@ -117,9 +118,9 @@ func TestCompact(t *testing.T) {
 		b := setup(t, setupOpts{})
 		ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 		require.NoError(t, err)
-		_, err = b.svc.Message(ctx, ses.ID, "first question", "user:u", false)
+		_, err = b.svc.Message(ctx, ses.ID, "first question", user("u"), false)
 		require.NoError(t, err)
-		res, err := b.svc.Message(ctx, ses.ID, "/compact", "user:u", false)
+		res, err := b.svc.Message(ctx, ses.ID, "/compact", user("u"), false)
 		require.NoError(t, err)
 		require.NotNil(t, res.Command)
 		sum := res.Command.Summary
@@ -142,12 +143,12 @@ func TestCompact(t *testing.T) {
 		b := setup(t, setupOpts{modelSpec: "openai:gpt-test", openaiURL: cs.URL, client: cs.Client()})
 		ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 		require.NoError(t, err)
-		_, err = b.svc.Message(ctx, ses.ID, "tell me about herons", "user:u", false)
+		_, err = b.svc.Message(ctx, ses.ID, "tell me about herons", user("u"), false)
 		require.NoError(t, err)
-		cmd, err := b.svc.Command(ctx, ses.ID, "/compact", "user:u")
+		cmd, err := b.svc.Command(ctx, ses.ID, "/compact", user("u"))
 		require.NoError(t, err)
 		require.Equal(t, "The user asked about herons.", cmd.Summary.Payload["text"])
-		_, err = b.svc.Message(ctx, ses.ID, "and egrets?", "user:u", false)
+		_, err = b.svc.Message(ctx, ses.ID, "and egrets?", user("u"), false)
 		require.NoError(t, err)
 		reqs := cs.requests()
 		require.Len(t, reqs, 3)
@@ -171,7 +172,7 @@ func TestTurnTimeout(t *testing.T) {
 	b := setup(t, setupOpts{modelSpec: "openai:gpt-test", openaiURL: cs.URL, client: cs.Client(), timeout: 50 * time.Millisecond})
 	ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 	require.NoError(t, err)
-	res, err := b.svc.Message(ctx, ses.ID, "never answered", "user:u", false)
+	res, err := b.svc.Message(ctx, ses.ID, "never answered", user("u"), false)
 	require.NoError(t, err)
 	require.Contains(t, res.Reply.Payload["text"], "the reply took too long (over 50ms)")
 	got, err := b.svc.GetByID(ctx, ses.ID)

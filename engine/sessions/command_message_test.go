@@ -35,10 +35,10 @@ func TestCommandTypedAsMessageIsAnswered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 			require.NoError(t, err)
-			_, err = b.svc.Message(ctx, ses.ID, "hello", "user:u", false)
+			_, err = b.svc.Message(ctx, ses.ID, "hello", user("u"), false)
 			require.NoError(t, err)
 
-			res, err := b.svc.Message(ctx, ses.ID, tc.text, "user:u", false)
+			res, err := b.svc.Message(ctx, ses.ID, tc.text, user("u"), false)
 			require.NoError(t, err)
 			cmd := strings.ToLower(strings.TrimSpace(tc.text))
 			require.Equal(t, cmd, res.Command.Command)
@@ -55,7 +55,7 @@ func TestCommandTypedAsMessageIsAnswered(t *testing.T) {
 	}
 
 	t.Run("UnknownSession", func(t *testing.T) {
-		_, err := b.svc.Message(ctx, "ses_nope", "/status", "user:u", false)
+		_, err := b.svc.Message(ctx, "ses_nope", "/status", user("u"), false)
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 }
@@ -69,11 +69,11 @@ func TestTerminateTypedDuringATurn(t *testing.T) {
 	b := setup(t, setupOpts{modelSpec: "openai:gpt-test", openaiURL: cs.URL, client: cs.Client()})
 	ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 	require.NoError(t, err)
-	_, err = b.svc.Message(ctx, ses.ID, "write me an epic", "user:u", true)
+	_, err = b.svc.Message(ctx, ses.ID, "write me an epic", user("u"), true)
 	require.NoError(t, err)
 	<-arrived
 
-	res, err := b.svc.Message(ctx, ses.ID, "/terminate", "user:u", true)
+	res, err := b.svc.Message(ctx, ses.ID, "/terminate", user("u"), true)
 	require.NoError(t, err)
 	require.True(t, res.Command.CancelledTurn)
 	require.Equal(t, "Terminated: stopped the reply in progress and cancelled 1 workflow run.", res.Reply.Payload["text"])
@@ -91,9 +91,9 @@ func TestCommandAnswersAreNotTheModelsWords(t *testing.T) {
 	b := setup(t, setupOpts{modelSpec: "openai:gpt-test", openaiURL: cs.URL, client: cs.Client()})
 	ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 	require.NoError(t, err)
-	_, err = b.svc.Message(ctx, ses.ID, "/status", "user:u", false)
+	_, err = b.svc.Message(ctx, ses.ID, "/status", user("u"), false)
 	require.NoError(t, err)
-	_, err = b.svc.Message(ctx, ses.ID, "hi", "user:u", false)
+	_, err = b.svc.Message(ctx, ses.ID, "hi", user("u"), false)
 	require.NoError(t, err)
 	reqs := cs.requests()
 	require.Len(t, reqs, 1, "/status asks no model")

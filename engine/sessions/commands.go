@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -43,16 +44,16 @@ type CommandResult struct {
 // cancels the active chat turn (its model call's context) and asks the
 // engine to cancel the session's runs, recording who asked; /compact writes
 // a compact_summary that later turns start from.
-func (s *Service) Command(ctx context.Context, id, command, actor string) (*CommandResult, error) {
+func (s *Service) Command(ctx context.Context, id, command string, by engine.Decider) (*CommandResult, error) {
 	cmd, ok := coreCommand(command)
 	if !ok {
 		return nil, invalidf("unknown command %q (want /status, /terminate or /compact)", command)
 	}
 	switch cmd {
 	case CmdTerminate:
-		return s.terminate(ctx, id, actor)
+		return s.terminate(ctx, id, by)
 	case CmdCompact:
-		return s.compact(ctx, id, actor)
+		return s.compact(ctx, id, by.UID())
 	default:
 		ses, err := s.st.SessionGetByID(ctx, id)
 		if err != nil {
@@ -66,11 +67,19 @@ func commandEvent(cmd, actor string) *store.EventAppendParams {
 	return &store.EventAppendParams{Type: store.EventCommand, Actor: actor, Payload: map[string]any{"command": cmd, "by": actor}}
 }
 
-func (s *Service) terminate(ctx context.Context, id, actor string) (*CommandResult, error) {
+// terminate refuses, changing nothing, a caller who may not cancel the
+// session's runs (AuthorizeCancel); anyone may stop a chat turn.
+func (s *Service) terminate(ctx context.Context, id string, by engine.Decider) (*CommandResult, error) {
 	ses, err := s.st.SessionGetByID(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	if s.eng != nil {
+		if err := s.eng.AuthorizeCancel(ctx, id, by); err != nil {
+			return nil, err
+		}
+	}
+	actor := by.UID()
 	s.mu.Lock()
 	t := s.turns[id]
 	s.mu.Unlock()
@@ -94,7 +103,7 @@ func (s *Service) terminate(ctx context.Context, id, actor string) (*CommandResu
 		res.CancelledTurn = true
 	}
 	if s.eng != nil {
-		n, err := s.eng.CancelSessionRuns(ctx, id, actor)
+		n, err := s.eng.CancelSessionRuns(ctx, id, by)
 		if err != nil {
 			return nil, fmt.Errorf("terminate session %s: cancel runs: %w", id, err)
 		}

@@ -21,6 +21,14 @@ func (a engineAdapter) Enqueue(ctx context.Context, p EnqueueParams) (EnqueueRes
 	return EnqueueResult{ItemID: it.ID, Enqueued: created}, nil
 }
 
-func (a engineAdapter) CancelSessionRuns(ctx context.Context, sessionID, by string) (int, error) {
+func (a engineAdapter) CancelSessionRuns(ctx context.Context, sessionID string, by engine.Decider) (int, error) {
 	return a.e.CancelSessionRuns(ctx, sessionID, by)
+}
+
+func (a engineAdapter) AuthorizeCancel(ctx context.Context, sessionID string, by engine.Decider) error {
+	return a.e.AuthorizeCancel(ctx, sessionID, by)
+}
+
+func (a engineAdapter) IsSteward(ctx context.Context, by engine.Decider) (bool, error) {
+	return a.e.IsSteward(ctx, by)
 }

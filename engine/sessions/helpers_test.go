@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
@@ -104,11 +105,22 @@ func (e *recordingEngine) Enqueue(ctx context.Context, p sessions.EnqueueParams)
 	return sessions.EnqueueResult{ItemID: fmt.Sprintf("itm_%d", len(e.enqueued)), Enqueued: true}, nil
 }
 
-func (e *recordingEngine) CancelSessionRuns(ctx context.Context, sessionID, by string) (int, error) {
+func (e *recordingEngine) CancelSessionRuns(ctx context.Context, sessionID string, by engine.Decider) (int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.cancelled = append(e.cancelled, sessionID+" "+by)
+	e.cancelled = append(e.cancelled, sessionID+" "+by.UID())
 	return 1, nil
+}
+
+func (e *recordingEngine) AuthorizeCancel(context.Context, string, engine.Decider) error { return nil }
+
+func (e *recordingEngine) IsSteward(_ context.Context, by engine.Decider) (bool, error) {
+	return store.CanDecide(by.Role), nil
+}
+
+// user is a console steward acting through the API.
+func user(id string) engine.Decider {
+	return engine.Decider{UserID: id, Role: store.RoleSteward, Via: "api"}
 }
 
 func (e *recordingEngine) snapshot() ([]sessions.EnqueueParams, []string) {

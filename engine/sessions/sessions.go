@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -43,14 +44,20 @@ type EnqueueResult struct {
 }
 
 // Engine is the part of the workflow engine sessions need. It is an
-// interface here so this package does not import the engine (which reads
-// sessions through the store); cmd/bot adapts the real engine to it.
+// interface so the runtime can run without an engine (New takes nil);
+// EngineOf adapts the real one.
 type Engine interface {
 	// Enqueue wraps store.ErrNotFound for an unknown command and
 	// store.ErrConflict for a workflow that is not live.
 	Enqueue(ctx context.Context, p EnqueueParams) (EnqueueResult, error)
-	// CancelSessionRuns cancels the session's in-flight and suspended runs.
-	CancelSessionRuns(ctx context.Context, sessionID, by string) (int, error)
+	// CancelSessionRuns cancels the session's in-flight runs and rejects
+	// its holds as by's decisions.
+	CancelSessionRuns(ctx context.Context, sessionID string, by engine.Decider) (int, error)
+	// AuthorizeCancel refuses (store.ErrForbidden) a caller who may not
+	// cancel the session's runs.
+	AuthorizeCancel(ctx context.Context, sessionID string, by engine.Decider) error
+	// IsSteward answers whether by may decide holds and loosen a posture.
+	IsSteward(ctx context.Context, by engine.Decider) (bool, error)
 }
 
 // Config configures the runtime.
@@ -358,19 +365,54 @@ func (s *Service) setArchived(ctx context.Context, id string, archived bool) (*s
 }
 
 // SetPolicy records a policy_set event; the store sets the session's
-// effective posture in the same transaction.
-func (s *Service) SetPolicy(ctx context.Context, id, policy, actor string) (*store.Session, error) {
+// effective posture in the same transaction. A change that holds less than
+// the current posture needs a steward, on every surface (SPEC §3); a
+// refusal wraps store.ErrForbidden and records nothing.
+func (s *Service) SetPolicy(ctx context.Context, id, policy string, by engine.Decider) (*store.Session, error) {
 	p := strings.ToLower(strings.TrimSpace(policy))
 	if p != store.PolicyManual && p != store.PolicyAuto && p != store.PolicyYolo {
 		return nil, invalidf("policy must be manual, auto or yolo, got %q", policy)
 	}
-	ses, _, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id,
-		Events: []*store.EventAppendParams{{Type: store.EventPolicySet, Actor: actor, Payload: map[string]any{"policy": p}}}})
+	cur, err := s.st.SessionGetByID(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	s.log.InfoContext(ctx, "session policy set", slog.String("session_id", id), slog.String("policy", p), slog.String("actor", actor))
+	from := store.NormalizePolicy(cur.Policy)
+	if strictness(p) < strictness(from) {
+		ok, err := s.isSteward(ctx, by)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, store.Refuse(store.ErrForbidden, "only a steward may change the posture from %s to %s, which holds less", from, p)
+		}
+	}
+	ses, _, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id,
+		Events: []*store.EventAppendParams{{Type: store.EventPolicySet, Actor: by.UID(), Payload: map[string]any{"policy": p}}}})
+	if err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "session policy set", slog.String("session_id", id), slog.String("policy", p), slog.String("actor", by.UID()))
 	return ses, nil
+}
+
+// strictness orders postures by how much they hold.
+func strictness(policy string) int {
+	switch policy {
+	case store.PolicyYolo:
+		return 0
+	case store.PolicyAuto:
+		return 1
+	}
+	return 2
+}
+
+// isSteward asks the engine; with no engine only a surface's role counts.
+func (s *Service) isSteward(ctx context.Context, by engine.Decider) (bool, error) {
+	if s.eng == nil {
+		return store.CanDecide(by.Role), nil
+	}
+	return s.eng.IsSteward(ctx, by)
 }
 
 // Track counts an API request made under the session (X-Holdfast-Session):

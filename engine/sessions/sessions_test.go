@@ -186,10 +186,10 @@ func TestForkRestoresEventsAndPostureOfItsMoment(t *testing.T) {
 		return ev
 	}
 	say("one")
-	_, err = b.svc.SetPolicy(ctx, src.ID, "yolo", "user:u")
+	_, err = b.svc.SetPolicy(ctx, src.ID, "yolo", user("u"))
 	require.NoError(t, err)
 	at := say("two")
-	_, err = b.svc.SetPolicy(ctx, src.ID, "manual", "user:u")
+	_, err = b.svc.SetPolicy(ctx, src.ID, "manual", user("u"))
 	require.NoError(t, err)
 	say("three")
 	cur, err := b.svc.GetByID(ctx, src.ID)
@@ -254,15 +254,15 @@ func TestSetPolicy(t *testing.T) {
 	b := setup(t, setupOpts{})
 	ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 	require.NoError(t, err)
-	got, err := b.svc.SetPolicy(ctx, ses.ID, "YOLO", "user:u")
+	got, err := b.svc.SetPolicy(ctx, ses.ID, "YOLO", user("u"))
 	require.NoError(t, err)
 	require.Equal(t, store.PolicyYolo, got.Policy)
-	_, err = b.svc.SetPolicy(ctx, ses.ID, "reckless", "user:u")
+	_, err = b.svc.SetPolicy(ctx, ses.ID, "reckless", user("u"))
 	require.ErrorIs(t, err, sessions.ErrInvalid)
 	evs := b.events(t, ses.ID)
 	require.Equal(t, []string{store.EventPolicySet}, types(evs), "a refused posture changes nothing")
 	require.Equal(t, "yolo", evs[0].Payload["policy"])
-	_, err = b.svc.SetPolicy(ctx, "ses_missing", "auto", "user:u")
+	_, err = b.svc.SetPolicy(ctx, "ses_missing", "auto", user("u"))
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -276,7 +276,7 @@ func TestTemplateTurn(t *testing.T) {
 		b.liveWorkflow(t, "/draft-memo", "Drafts one memo from a brief")
 		ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 		require.NoError(t, err)
-		res, err := b.svc.Message(ctx, ses.ID, "hello there", "user:u", false)
+		res, err := b.svc.Message(ctx, ses.ID, "hello there", user("u"), false)
 		require.NoError(t, err)
 		require.NotNil(t, res.Reply)
 		require.Contains(t, res.Reply.Payload["text"], "/draft-memo: Drafts one memo from a brief")
@@ -294,7 +294,7 @@ func TestTemplateTurn(t *testing.T) {
 		b.liveWorkflow(t, "/draft-memo", "Drafts")
 		ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 		require.NoError(t, err)
-		res, err := b.svc.Message(ctx, ses.ID, "/draft-memo a memo about otters", "user:u", false)
+		res, err := b.svc.Message(ctx, ses.ID, "/draft-memo a memo about otters", user("u"), false)
 		require.NoError(t, err)
 		require.Contains(t, res.Reply.Payload["text"], "Queued /draft-memo")
 		enq, _ := b.eng.snapshot()
@@ -303,7 +303,7 @@ func TestTemplateTurn(t *testing.T) {
 			Payload: map[string]any{"brief": "a memo about otters", "title": "a memo about otters"}, SessionID: ses.ID, OwnerUID: "user:u"}, enq[0])
 		require.Equal(t, []string{store.EventUserMessage, store.EventToolResult, store.EventAssistantMessage}, types(b.events(t, ses.ID)))
 
-		res, err = b.svc.Message(ctx, ses.ID, "/nope do it", "user:u", false)
+		res, err = b.svc.Message(ctx, ses.ID, "/nope do it", user("u"), false)
 		require.NoError(t, err)
 		require.Contains(t, res.Reply.Payload["text"], "There is no /nope command.")
 	})
@@ -314,7 +314,7 @@ func TestTemplateTurn(t *testing.T) {
 		b.liveWorkflow(t, "/draft-memo", "Drafts")
 		ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 		require.NoError(t, err)
-		res, err := b.svc.Message(ctx, ses.ID, "/draft-memo x", "user:u", false)
+		res, err := b.svc.Message(ctx, ses.ID, "/draft-memo x", user("u"), false)
 		require.NoError(t, err)
 		require.Contains(t, res.Reply.Payload["text"], "the workflow engine is not running")
 	})
@@ -324,11 +324,11 @@ func TestTemplateTurn(t *testing.T) {
 		b := setup(t, setupOpts{})
 		ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 		require.NoError(t, err)
-		_, err = b.svc.Message(ctx, ses.ID, "  ", "user:u", false)
+		_, err = b.svc.Message(ctx, ses.ID, "  ", user("u"), false)
 		require.ErrorIs(t, err, sessions.ErrInvalid)
-		_, err = b.svc.Message(ctx, "ses_missing", "hi", "user:u", false)
+		_, err = b.svc.Message(ctx, "ses_missing", "hi", user("u"), false)
 		require.ErrorIs(t, err, store.ErrNotFound)
-		_, err = b.svc.Command(ctx, ses.ID, "/reboot", "user:u")
+		_, err = b.svc.Command(ctx, ses.ID, "/reboot", user("u"))
 		require.ErrorIs(t, err, sessions.ErrInvalid)
 		require.Empty(t, b.events(t, ses.ID))
 	})
@@ -354,7 +354,7 @@ func TestTerminateCancelsRunningTurn(t *testing.T) {
 	ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 	require.NoError(t, err)
 
-	res, err := b.svc.Message(ctx, ses.ID, "write me an epic", "user:u", true)
+	res, err := b.svc.Message(ctx, ses.ID, "write me an epic", user("u"), true)
 	require.NoError(t, err)
 	require.NotEmpty(t, res.TurnID)
 	<-arrived // the model call is in flight
@@ -363,10 +363,10 @@ func TestTerminateCancelsRunningTurn(t *testing.T) {
 	require.Equal(t, store.SessionRunning, got.Status)
 	require.Equal(t, res.TurnID, got.ActiveRunID, "the turn is the session's active run")
 
-	_, err = b.svc.Message(ctx, ses.ID, "and another", "user:u", true)
+	_, err = b.svc.Message(ctx, ses.ID, "and another", user("u"), true)
 	require.ErrorIs(t, err, store.ErrConflict, "one turn at a time")
 
-	cmd, err := b.svc.Command(ctx, ses.ID, "/terminate", "user:ada")
+	cmd, err := b.svc.Command(ctx, ses.ID, "/terminate", user("ada"))
 	require.NoError(t, err)
 	require.True(t, cmd.CancelledTurn)
 	require.Equal(t, 1, cmd.CancelledRuns)
@@ -383,7 +383,7 @@ func TestTerminateCancelsRunningTurn(t *testing.T) {
 	require.Equal(t, "user:ada", evs[1].Actor)
 
 	// Terminating with nothing running still records the request and asks the engine.
-	cmd, err = b.svc.Command(ctx, ses.ID, "/terminate", "user:ada")
+	cmd, err = b.svc.Command(ctx, ses.ID, "/terminate", user("ada"))
 	require.NoError(t, err)
 	require.False(t, cmd.CancelledTurn)
 }
@@ -395,7 +395,7 @@ func TestCloseCancelsBackgroundTurns(t *testing.T) {
 	b := setup(t, setupOpts{modelSpec: "openai:gpt-test", openaiURL: cs.URL, client: cs.Client()})
 	ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 	require.NoError(t, err)
-	_, err = b.svc.Message(ctx, ses.ID, "long job", "user:u", true)
+	_, err = b.svc.Message(ctx, ses.ID, "long job", user("u"), true)
 	require.NoError(t, err)
 	<-arrived
 	b.svc.Close()
@@ -412,7 +412,7 @@ func TestMessageAfterTurnFinishedIsAccepted(t *testing.T) {
 	ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 	require.NoError(t, err)
 	for i := range 20 {
-		_, err := b.svc.Message(ctx, ses.ID, "hello", "user:u", true)
+		_, err := b.svc.Message(ctx, ses.ID, "hello", user("u"), true)
 		require.NoError(t, err, "message %d: a client that saw the turn finish may send at once", i)
 		require.Eventually(t, func() bool {
 			got, err := b.svc.GetByID(ctx, ses.ID)
@@ -438,6 +438,6 @@ func TestRecoverSettlesTurnsLostInARestart(t *testing.T) {
 	require.Equal(t, store.SessionFailed, got.Status)
 	require.Contains(t, got.DoneReason, "restarted")
 	require.Empty(t, got.ActiveRunID)
-	_, err = b.svc.Message(ctx, ses.ID, "still there?", "user:u", false)
+	_, err = b.svc.Message(ctx, ses.ID, "still there?", user("u"), false)
 	require.NoError(t, err)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
@@ -70,13 +71,14 @@ type MessageResult struct {
 // (/status, /terminate, /compact) sent as a message runs as that command and
 // is answered in the transcript (see commandMessage). A second message while
 // a turn runs is refused (ErrConflict) and changes nothing.
-func (s *Service) Message(ctx context.Context, id, text, actor string, background bool) (*MessageResult, error) {
+func (s *Service) Message(ctx context.Context, id, text string, by engine.Decider, background bool) (*MessageResult, error) {
 	text = strings.TrimSpace(text)
 	if text == "" {
 		return nil, invalidf("text is required")
 	}
+	actor := by.UID()
 	if cmd, ok := coreCommand(text); ok {
-		return s.commandMessage(ctx, id, cmd, actor)
+		return s.commandMessage(ctx, id, cmd, by)
 	}
 	base := ctx
 	if background {
@@ -165,8 +167,8 @@ func (s *Service) Message(ctx context.Context, id, text, actor string, backgroun
 // /compact; /status, which changes nothing, gets it here) and an
 // assistant_message carrying the command's name answers. A refused command
 // records nothing and returns its error.
-func (s *Service) commandMessage(ctx context.Context, id, cmd, actor string) (*MessageResult, error) {
-	res, err := s.Command(ctx, id, cmd, actor)
+func (s *Service) commandMessage(ctx context.Context, id, cmd string, by engine.Decider) (*MessageResult, error) {
+	res, err := s.Command(ctx, id, cmd, by)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +176,7 @@ func (s *Service) commandMessage(ctx context.Context, id, cmd, actor string) (*M
 		Payload: map[string]any{"text": CommandAnswer(res), "command": cmd}}
 	events := []*store.EventAppendParams{answer}
 	if cmd == CmdStatus {
-		events = append([]*store.EventAppendParams{commandEvent(cmd, actor)}, events...)
+		events = append([]*store.EventAppendParams{commandEvent(cmd, by.UID())}, events...)
 	}
 	_, evs, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id, Events: events})
 	if err != nil {

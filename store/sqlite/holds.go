@@ -27,8 +27,12 @@ func scanHold(row scanner) (*store.Hold, error) {
 		&decidedAt, &h.Comment, &edited, &expires, &h.OnTimeout, &created); err != nil {
 		return nil, interpretError(err)
 	}
-	h.Approvals = []store.HoldApproval{}
-	_ = json.Unmarshal([]byte(approvals), &h.Approvals)
+	var rows []approvalRow
+	_ = json.Unmarshal([]byte(approvals), &rows)
+	h.Approvals = make([]store.HoldApproval, len(rows))
+	for i, a := range rows {
+		h.Approvals[i] = store.HoldApproval(a)
+	}
 	h.SelfApproval = selfApproval != 0
 	h.DecidedAt, h.ExpiresAt = nullTime(decidedAt), nullTime(expires)
 	if edited.Valid {
@@ -205,7 +209,7 @@ func (db *DB) HoldDecide(ctx context.Context, p *store.HoldDecideParams) (*store
 		conflict := func(format string, args ...any) error {
 			audit.Outcome = store.AttemptConflict
 			audit.Reason = fmt.Sprintf(format, args...)
-			refusal = fmt.Errorf("%w: %s", store.ErrConflict, audit.Reason)
+			refusal = store.Refuse(store.ErrConflict, "%s", audit.Reason)
 			h = cur
 			return auditTx(ctx, tx, audit, now)
 		}
