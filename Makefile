@@ -11,11 +11,19 @@ run: build
 	./$(BIN) serve
 
 build:
+	@test -x $(BIN) || echo "building $(BIN): the first build compiles SQLite and every dependency (about 4 minutes on a cold cache)"
 	go build -o $(BIN) ./cmd/bot
 
-# test runs every test with the race detector, then the source checks.
+# test runs the source checks, then every test with the race detector. go test
+# prints nothing of a passing package, so a suite that skips for a missing tool
+# (the browser tests without Chromium) writes one line to $(TEST_NOTES), printed
+# after the results.
+TEST_NOTES := $(CURDIR)/.test-notes
 test: check
-	go test -race -count=1 ./...
+	@rm -f "$(TEST_NOTES)"
+	@echo "go test -race -count=1 ./..."
+	@HOLDFAST_TEST_NOTES="$(TEST_NOTES)" go test -race -count=1 ./...; rc=$$?; \
+	  if [ -s "$(TEST_NOTES)" ]; then cat "$(TEST_NOTES)"; fi; rm -f "$(TEST_NOTES)"; exit $$rc
 
 # check fails on unformatted code, vet findings or stale templ output.
 check:
@@ -23,7 +31,7 @@ check:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	@if git ls-files '*.templ' | grep -q .; then \
-	  go tool templ generate >/dev/null && \
+	  go tool templ generate -log-level warn >/dev/null && \
 	  git diff --exit-code -- '*_templ.go' || { echo "templ output is stale: run 'make generate' and commit"; exit 1; }; \
 	fi
 

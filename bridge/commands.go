@@ -149,9 +149,12 @@ func (b *Bridge) enqueue(ctx context.Context, it *store.SlackInboxItem, m *Messa
 		Command: "/" + name, DedupeKey: "slack:" + m.Channel + ":" + m.TS, Payload: payload,
 		SessionID: sessionID, OwnerUID: actor(m.User),
 	})
+	var notCompiled *NotCompiledError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return say(fmt.Sprintf("There is no workflow `%s`. Try `workflows`.", esc(name)))
+	case errors.As(err, &notCompiled):
+		return say(b.notCompiledText(name, notCompiled))
 	case errors.Is(err, store.ErrConflict):
 		return say(fmt.Sprintf("Workflow `%s` is not live, so it takes no work right now.", esc(name)))
 	case err != nil:

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -267,16 +268,41 @@ func TestEnqueueRefusals(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{noStart: true})
 	ctx := context.Background()
-	_, _, err := b.eng.Enqueue(ctx, EnqueueParams{Command: "/nope", DedupeKey: "k"})
-	require.ErrorIs(t, err, store.ErrNotFound)
 	b.workflow(t, "/draft")
 	w, err := b.db.WorkflowGetByCommand(ctx, "/draft")
 	require.NoError(t, err)
 	_, err = b.db.WorkflowStatusSet(ctx, w.MemoID, "paused")
 	require.NoError(t, err)
-	_, _, err = b.eng.Enqueue(ctx, EnqueueParams{Command: "/draft", DedupeKey: "k"})
-	require.ErrorIs(t, err, store.ErrConflict)
-	require.Contains(t, err.Error(), "not live")
+	broken := wfDoc("/broken", "**Destination** ¦worktree¦")
+	brokenMemo, _, err := b.lib.ImportWorkflow(ctx, "", broken)
+	require.NoError(t, err)
+	brokenLine := 1 + strings.Count(broken[:strings.Index(broken, "worktree")], "\n")
+
+	for _, tc := range []struct {
+		name, command string
+		is            error
+		contains      string
+		notCompiled   *NotCompiledError
+	}{
+		{"Unknown", "/nope", store.ErrNotFound, "no workflow has the command /nope", nil},
+		{"Paused", "/draft", store.ErrConflict, "not live", nil},
+		{"DoesNotCompile", "broken", store.ErrConflict, "does not compile", &NotCompiledError{Command: "/broken", MemoID: brokenMemo.ID,
+			First: store.CompileError{Line: brokenLine, Message: "destination worktree is not supported; use memo or reply"}, Count: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := b.eng.Enqueue(ctx, EnqueueParams{Command: tc.command, DedupeKey: "k"})
+			require.ErrorIs(t, err, tc.is)
+			require.ErrorContains(t, err, tc.contains)
+			var nc *NotCompiledError
+			require.Equal(t, tc.notCompiled != nil, errors.As(err, &nc), "a *NotCompiledError exactly when the memo does not compile")
+			if tc.notCompiled != nil {
+				require.Equal(t, tc.notCompiled, nc)
+			}
+		})
+	}
+	pending, err := b.db.QueueItemCountPending(ctx)
+	require.NoError(t, err)
+	require.Zero(t, pending, "a refused enqueue queues nothing")
 }
 
 func TestConcurrentRunnersNeverClaimTwice(t *testing.T) {

@@ -24,10 +24,28 @@ type EnqueueParams struct {
 	OwnerUID string
 }
 
+// NotCompiledError refuses an enqueue of a workflow whose memo does not
+// compile. It is a store.ErrConflict (the workflow is not live), and carries
+// the first compile error so every surface can say what to fix and where.
+type NotCompiledError struct {
+	Command string
+	MemoID  string
+	First   store.CompileError
+	Count   int // compile errors in all
+}
+
+func (e *NotCompiledError) Error() string {
+	return fmt.Sprintf("%v: workflow %s does not compile (line %d: %s), so it is not live and accepts no items",
+		store.ErrConflict, e.Command, e.First.Line, e.First.Message)
+}
+
+// Unwrap makes errors.Is(err, store.ErrConflict) hold.
+func (e *NotCompiledError) Unwrap() error { return store.ErrConflict }
+
 // Enqueue adds an item to the workflow's queue, idempotently on (workflow,
 // DedupeKey): a repeat answers the existing item and false. An unknown
 // command wraps store.ErrNotFound, a workflow that is not live
-// store.ErrConflict. Routing reads only the workflow index: nothing is
+// store.ErrConflict (a *NotCompiledError when its memo does not compile). Routing reads only the workflow index: nothing is
 // compiled here. A new item wakes the runner at once.
 func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (*store.QueueItem, bool, error) {
 	cmd := strings.TrimSpace(p.Command)
@@ -42,8 +60,7 @@ func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (*store.QueueItem
 		return nil, false, err
 	}
 	if len(w.Errors) > 0 { // indexed as draft whatever its Status says: name the real reason
-		return nil, false, fmt.Errorf("%w: workflow %s does not compile (line %d: %s), so it is not live and accepts no items",
-			store.ErrConflict, cmd, w.Errors[0].Line, w.Errors[0].Message)
+		return nil, false, &NotCompiledError{Command: cmd, MemoID: w.MemoID, First: w.Errors[0], Count: len(w.Errors)}
 	}
 	if w.Status != workflow.StatusLive {
 		return nil, false, fmt.Errorf("%w: workflow %s is %s, not live, so it accepts no items", store.ErrConflict, cmd, w.Status)

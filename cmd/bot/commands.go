@@ -20,17 +20,24 @@ import (
 	"github.com/holdfast-bot/holdfast/store/sqlite"
 )
 
-// parse builds a flag set with every config flag plus the command's own.
-func parse(name string, args []string, env map[string]string, stderr io.Writer, own func(fs *flag.FlagSet)) (*config, *flag.FlagSet, error) {
+// parse builds a flag set with every setting flag plus the command's own
+// and parses args. Asked for help (-h, --help), it prints the command's help
+// to stdout and returns errHelpShown; a bad flag is an error naming the
+// command's help.
+func parse(name string, args []string, env map[string]string, stdout io.Writer, own func(fs *flag.FlagSet)) (*config, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // errors are returned, help is printHelp's
 	var c config
 	check := c.register(fs, env)
 	if own != nil {
 		own(fs)
 	}
 	if err := fs.Parse(args); err != nil {
-		return nil, nil, err
+		if errors.Is(err, flag.ErrHelp) {
+			printHelp(stdout, name, own)
+			return nil, nil, errHelpShown
+		}
+		return nil, nil, fmt.Errorf("%s: %w (run 'bot help %s' for its flags)", name, err, name)
 	}
 	if err := check(); err != nil {
 		return nil, nil, err
@@ -38,8 +45,84 @@ func parse(name string, args []string, env map[string]string, stderr io.Writer, 
 	return &c, fs, nil
 }
 
+// printHelp is a command's help: synopsis, what it does, its own flags and
+// the settings it reads, with their built-in defaults (never the values in
+// the environment, which may be secrets).
+func printHelp(w io.Writer, name string, own func(fs *flag.FlagSet)) {
+	cmd, _ := commandByName(name)
+	fmt.Fprintf(w, "usage: bot %s %s\n\n%s.\n", name, cmd.args, upperFirst(cmd.summary))
+	if cmd.about != "" {
+		fmt.Fprintln(w, cmd.about)
+	}
+	if own != nil {
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		own(fs)
+		fmt.Fprint(w, "\nflags:\n")
+		printFlags(w, fs, nil)
+	}
+	var c config
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	c.register(fs, nil)
+	var keep map[string]bool
+	if cmd.settings != nil {
+		keep = map[string]bool{}
+		for _, s := range cmd.settings {
+			keep[s] = true
+		}
+	}
+	fmt.Fprint(w, "\nsettings (each is a flag and the environment variable named; a flag wins):\n")
+	printFlags(w, fs, keep)
+}
+
+// printFlags prints fs's flags (those in keep, when keep is not nil) in the
+// flag package's layout, with two dashes, as users type them.
+func printFlags(w io.Writer, fs *flag.FlagSet, keep map[string]bool) {
+	fs.VisitAll(func(f *flag.Flag) {
+		if keep != nil && !keep[f.Name] {
+			return
+		}
+		typ, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if typ != "" {
+			line += " " + typ
+		}
+		line += "\n    \t" + usage
+		switch f.DefValue {
+		case "", "0", "0s":
+		default:
+			if typ == "string" {
+				line += fmt.Sprintf(" (default %q)", f.DefValue)
+			} else {
+				line += " (default " + f.DefValue + ")"
+			}
+		}
+		fmt.Fprintln(w, line)
+	})
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// installCommand builds bot with the tag its SQLite needs; the README gives
+// the same line.
+const installCommand = "go install -tags sqlite_fts5 github.com/holdfast-bot/holdfast/cmd/bot@latest"
+
 func openStore(ctx context.Context, c *config) (*sqlite.DB, error) {
-	return sqlite.Open(ctx, sqlite.Config{Path: c.DB, Sync: c.DBSync})
+	return explainStoreError(sqlite.Open(ctx, sqlite.Config{Path: c.DB, Sync: c.DBSync}))
+}
+
+// explainStoreError turns a build without FTS5 (a plain `go install …@latest`
+// drops the tag the Makefile sets) into the command that builds a working
+// binary.
+func explainStoreError(db *sqlite.DB, err error) (*sqlite.DB, error) {
+	if errors.Is(err, sqlite.ErrNoFTS5) {
+		return nil, fmt.Errorf("this binary was built without SQLite's FTS5, which Holdfast needs; build it with the sqlite_fts5 tag:\n\n    %s\n\n(in a clone of the repository, make build does the same)", installCommand)
+	}
+	return db, err
 }
 
 func newLogger(w io.Writer) *slog.Logger {
@@ -47,7 +130,7 @@ func newLogger(w io.Writer) *slog.Logger {
 }
 
 func cmdMigrate(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) error {
-	c, _, err := parse("migrate", args, env, stderr, nil)
+	c, _, err := parse("migrate", args, env, stdout, nil)
 	if err != nil {
 		return err
 	}
@@ -61,7 +144,7 @@ func cmdMigrate(ctx context.Context, args []string, env map[string]string, stdou
 
 func cmdUserAdd(ctx context.Context, args []string, env map[string]string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var username, pwFile, role, slackUser string
-	c, _, err := parse("user add", args, env, stderr, func(fs *flag.FlagSet) {
+	c, _, err := parse("user add", args, env, stdout, func(fs *flag.FlagSet) {
 		fs.StringVar(&username, "username", "", "user name")
 		fs.StringVar(&pwFile, "password-file", "", "file whose first line is the password, or - for stdin")
 		fs.StringVar(&role, "role", store.RoleViewer, "viewer, steward or admin")
@@ -120,7 +203,7 @@ func readPassword(file string, stdin io.Reader) (string, error) {
 
 func cmdAPIKeyCreate(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) error {
 	var name, role string
-	c, _, err := parse("apikey create", args, env, stderr, func(fs *flag.FlagSet) {
+	c, _, err := parse("apikey create", args, env, stdout, func(fs *flag.FlagSet) {
 		fs.StringVar(&name, "name", "", "what the key is for")
 		fs.StringVar(&role, "role", store.RoleViewer, "viewer, steward or admin")
 	})
@@ -148,7 +231,7 @@ func cmdAPIKeyCreate(ctx context.Context, args []string, env map[string]string, 
 }
 
 func cmdWorkflowImport(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) error {
-	c, fs, err := parse("workflow import", args, env, stderr, nil)
+	c, fs, err := parse("workflow import", args, env, stdout, nil)
 	if err != nil {
 		return err
 	}

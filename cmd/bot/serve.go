@@ -34,7 +34,7 @@ import (
 )
 
 func cmdServe(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) error {
-	c, _, err := parse("serve", args, env, stderr, nil)
+	c, _, err := parse("serve", args, env, stdout, nil)
 	if err != nil {
 		return err
 	}
@@ -220,7 +220,7 @@ func cmdEnqueue(ctx context.Context, args []string, env map[string]string, stdou
 		command, args = args[0], args[1:]
 	}
 	var dedupe, payload, sessionID string
-	c, fs, err := parse("enqueue", args, env, stderr, func(fs *flag.FlagSet) {
+	c, fs, err := parse("enqueue", args, env, stdout, func(fs *flag.FlagSet) {
 		fs.StringVar(&dedupe, "dedupe", "", "dedupe key: a second enqueue with the same key is a no-op")
 		fs.StringVar(&payload, "payload", "{}", "payload JSON object")
 		fs.StringVar(&sessionID, "session", "", "session id to run in (default: a new workflow session)")

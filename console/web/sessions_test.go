@@ -210,3 +210,41 @@ func TestLongTranscriptShowsNewest(t *testing.T) {
 	require.NotContains(t, page, ">line 4<")
 	require.Equal(t, 300, strings.Count(page, `<li class="event`))
 }
+
+// TestCommandsTypedInTheMessageBox: /status, /compact and /terminate typed
+// into a console session's message box act and answer in its transcript.
+func TestCommandsTypedInTheMessageBox(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	steward := b.signedIn(t, "steward")
+	for _, tc := range []struct {
+		text, answer string
+		also         string // a further sign the command acted
+	}{
+		{"/status", "<strong>Status</strong> <code>idle</code> · posture <code>auto</code>", ""},
+		{"/compact", "Compacted 1 event into the summary above", `data-type="compact_summary"`},
+		{"/terminate", "Terminated: nothing was running in this session.", ""},
+	} {
+		t.Run(strings.TrimPrefix(tc.text, "/"), func(t *testing.T) {
+			status, _, resp := steward.post("/sessions", url.Values{"title": {"Typed " + tc.text}})
+			require.Equal(t, http.StatusSeeOther, status)
+			path := resp.Header.Get("Location")
+
+			status, _, resp = steward.post(path+"/messages", url.Values{"text": {tc.text}})
+			require.Equal(t, http.StatusSeeOther, status)
+			require.Equal(t, path, resp.Header.Get("Location"))
+			_, page := steward.get(path)
+			require.Contains(t, page, "Command "+tc.text, "the transcript says the command ran")
+			require.Contains(t, page, tc.answer, "and shows its answer")
+			require.Contains(t, page, tc.also)
+
+			// The live tail carries the answer too.
+			evs, err := b.sess.Events(ctx, strings.TrimPrefix(path, "/sessions/"), time.Time{}, 100)
+			require.NoError(t, err)
+			require.Equal(t, store.EventAssistantMessage, evs[len(evs)-1].Type)
+			_, frag := steward.get(path + "/events?after=" + url.QueryEscape(evs[0].TS.Format(time.RFC3339Nano)))
+			require.Contains(t, frag, tc.answer)
+		})
+	}
+}

@@ -331,17 +331,21 @@ func TestWorkflowCompileErrorsBesideSource(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	body := "# Broken\n\n## Trigger\n- **Command** `/broken`\n- **Status** `live`\n\n## Load Contract\n- **Gate** No such memo\n\n## Steps\n1. **Output** Send it.\n\n## Policy\n- **Destination** `worktree`\n"
-	_, err := b.lib.Create(context.Background(), library.CreateParams{Title: "Broken", Body: body, MemoType: store.MemoTypeWorkflow})
+	m, err := b.lib.Create(context.Background(), library.CreateParams{Title: "Broken", Body: body, MemoType: store.MemoTypeWorkflow})
 	require.NoError(t, err)
 	c := b.signedIn(t, "viewer")
 	_, list := c.get("/workflows")
 	require.Contains(t, list, "/broken")
-	status, page := c.get("/workflows/broken")
-	require.Equal(t, http.StatusOK, status)
-	require.Contains(t, page, `id="compile-errors"`)
-	require.Regexp(t, `<div class="ln bad" id="L8">`, page, "the Gate line is marked")
-	require.Regexp(t, `<div class="ln bad" id="L14">`, page, "the Destination line is marked")
-	require.NotContains(t, page, "Run now", "a viewer gets no run-now form")
+	// By command, and by memo id: the link Slack posts for a workflow that
+	// does not compile.
+	for _, path := range []string{"/workflows/broken", "/workflows/" + m.ID} {
+		status, page := c.get(path)
+		require.Equal(t, http.StatusOK, status, path)
+		require.Contains(t, page, `id="compile-errors"`)
+		require.Regexp(t, `<div class="ln bad" id="L8">`, page, "the Gate line is marked")
+		require.Regexp(t, `<div class="ln bad" id="L14">`, page, "the Destination line is marked")
+		require.NotContains(t, page, "Run now", "a viewer gets no run-now form")
+	}
 }
 
 func TestSecureCookiesUnderHTTPS(t *testing.T) {

@@ -127,8 +127,8 @@ func TestCompact(t *testing.T) {
 		require.Equal(t, store.EventCompactSummary, sum.Type)
 		require.Contains(t, sum.Payload["text"], `"first question"`)
 		require.EqualValues(t, 2, sum.Payload["eventCount"])
-		require.Equal(t, []string{store.EventUserMessage, store.EventAssistantMessage, store.EventCommand, store.EventCompactSummary},
-			types(b.events(t, ses.ID)))
+		require.Equal(t, []string{store.EventUserMessage, store.EventAssistantMessage, store.EventCommand, store.EventCompactSummary,
+			store.EventAssistantMessage}, types(b.events(t, ses.ID)), "typed as a message, /compact is answered too")
 	})
 
 	t.Run("ModelSummaryStartsLaterTurns", func(t *testing.T) {

@@ -56,8 +56,8 @@ func (s *Service) Recover(ctx context.Context) error {
 	return nil
 }
 
-// MessageResult answers Message. For a core command sent as a message only
-// Command is set.
+// MessageResult answers Message. For a core command sent as a message,
+// Command is its result and Reply the answer recorded in the transcript.
 type MessageResult struct {
 	Event   *store.Event   `json:"event,omitempty"`
 	TurnID  string         `json:"turnId,omitempty"`
@@ -68,9 +68,9 @@ type MessageResult struct {
 // Message appends a user_message and runs a chat turn answering it, in the
 // background or before returning. The turn is the session's active run until
 // it ends with an assistant_message; /terminate cancels it. A core command
-// (/status, /terminate, /compact) sent as a message runs as that command. A
-// second message while a turn runs is refused (ErrConflict) and changes
-// nothing.
+// (/status, /terminate, /compact) sent as a message runs as that command and
+// is answered in the transcript (see commandMessage). A second message while
+// a turn runs is refused (ErrConflict) and changes nothing.
 func (s *Service) Message(ctx context.Context, id, text string, by engine.Decider, background bool) (*MessageResult, error) {
 	text = strings.TrimSpace(text)
 	if text == "" {
@@ -78,11 +78,7 @@ func (s *Service) Message(ctx context.Context, id, text string, by engine.Decide
 	}
 	actor := by.UID()
 	if cmd, ok := coreCommand(text); ok {
-		res, err := s.Command(ctx, id, cmd, by)
-		if err != nil {
-			return nil, err
-		}
-		return &MessageResult{Command: res}, nil
+		return s.commandMessage(ctx, id, cmd, by)
 	}
 	base := ctx
 	if background {
@@ -163,6 +159,91 @@ func (s *Service) Message(ctx context.Context, id, text string, by engine.Decide
 	}
 	res.Reply = run()
 	return res, nil
+}
+
+// commandMessage runs a core command typed as a message and answers it in
+// the transcript, as a mention's command is answered in its Slack thread: the
+// command event says who asked (Command records it for /terminate and
+// /compact; /status, which changes nothing, gets it here) and an
+// assistant_message carrying the command's name answers. A refused command
+// records nothing and returns its error.
+func (s *Service) commandMessage(ctx context.Context, id, cmd string, by engine.Decider) (*MessageResult, error) {
+	res, err := s.Command(ctx, id, cmd, by)
+	if err != nil {
+		return nil, err
+	}
+	answer := &store.EventAppendParams{Type: store.EventAssistantMessage, Actor: "holdfast",
+		Payload: map[string]any{"text": CommandAnswer(res), "command": cmd}}
+	events := []*store.EventAppendParams{answer}
+	if cmd == CmdStatus {
+		events = append([]*store.EventAppendParams{commandEvent(cmd, by.UID())}, events...)
+	}
+	_, evs, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id, Events: events})
+	if err != nil {
+		return nil, err
+	}
+	return &MessageResult{Command: res, Reply: evs[len(evs)-1]}, nil
+}
+
+// CommandAnswer phrases a core command's outcome as markdown, for the
+// transcript.
+func CommandAnswer(res *CommandResult) string {
+	switch res.Command {
+	case CmdTerminate:
+		var parts []string
+		if res.CancelledTurn {
+			parts = append(parts, "stopped the reply in progress")
+		}
+		switch res.CancelledRuns {
+		case 0:
+		case 1:
+			parts = append(parts, "cancelled 1 workflow run")
+		default:
+			parts = append(parts, fmt.Sprintf("cancelled %d workflow runs", res.CancelledRuns))
+		}
+		if len(parts) == 0 {
+			return "Terminated: nothing was running in this session."
+		}
+		return "Terminated: " + strings.Join(parts, " and ") + "."
+	case CmdCompact:
+		n := 0
+		if res.Summary != nil {
+			switch v := res.Summary.Payload["eventCount"].(type) {
+			case int:
+				n = v
+			case float64: // read back from JSON
+				n = int(v)
+			}
+		}
+		return fmt.Sprintf("Compacted %s into the summary above; later replies start from it.", plural(n, "event"))
+	}
+	ses := res.Session
+	if ses == nil {
+		return "No session."
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Status** `%s`", ses.Status)
+	if ses.DoneReason != "" {
+		fmt.Fprintf(&b, " (%s)", ses.DoneReason)
+	}
+	fmt.Fprintf(&b, " · posture `%s` · %s", store.NormalizePolicy(ses.Policy), plural(int(ses.EventCount), "event"))
+	if ses.OpenHolds > 0 {
+		fmt.Fprintf(&b, " · %s", plural(int(ses.OpenHolds), "open hold"))
+	}
+	if ses.ActiveRunID != "" {
+		fmt.Fprintf(&b, " · replying (`%s`)", ses.ActiveRunID)
+	}
+	if ses.Archived {
+		b.WriteString(" · archived")
+	}
+	return b.String()
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 func (s *Service) release(id string, t *turn) {
@@ -459,6 +540,11 @@ func (s *Service) history(ctx context.Context, id string) ([]model.Message, erro
 		case store.EventUserMessage:
 			msgs = append(msgs, model.Message{Role: model.RoleUser, Content: text})
 		case store.EventAssistantMessage:
+			if cmd, _ := e.Payload["command"].(string); cmd != "" {
+				// A core command's answer: the model did not say it.
+				msgs = append(msgs, model.Message{Role: model.RoleSystem, Content: cmd + ": " + text})
+				continue
+			}
 			msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: text})
 		case store.EventToolResult, "run_started", "run_finished", "hold_opened", "hold_decided", "memo_dispatched":
 			// Notes are context, not content: a long preview or result is cut

@@ -133,13 +133,17 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	return db, nil
 }
 
+// ErrNoFTS5 is Open's refusal when mattn/go-sqlite3 was compiled without
+// FTS5, which memo search needs: the build lacked -tags sqlite_fts5.
+var ErrNoFTS5 = errors.New("sqlite: this binary lacks FTS5; build with -tags sqlite_fts5 (the Makefile does)")
+
 func (db *DB) checkFTS5(ctx context.Context) error {
 	var ok int
 	if err := db.w.QueryRowContext(ctx, `SELECT sqlite_compileoption_used('ENABLE_FTS5')`).Scan(&ok); err != nil {
 		return fmt.Errorf("sqlite: %w", err)
 	}
 	if ok != 1 {
-		return errors.New("sqlite: this binary lacks FTS5; build with -tags sqlite_fts5 (the Makefile does)")
+		return ErrNoFTS5
 	}
 	return nil
 }
