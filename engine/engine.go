@@ -43,6 +43,15 @@ type Config struct {
 	Now func() time.Time
 	// DisableScheduler leaves schedule Invokes alone (tests, one-shot CLIs).
 	DisableScheduler bool
+	// CancelPoll bounds how long a cancel request made by another process
+	// takes to reach a model call running here (default 1s): the running
+	// step's heartbeat reads it at least this often.
+	CancelPoll time.Duration
+}
+
+// heartbeatEvery is how often a long step's run is refreshed.
+func (c *Config) heartbeatEvery() time.Duration {
+	return max(min(c.StuckRun/3, c.CancelPoll), time.Millisecond)
 }
 
 func (c *Config) defaults() {
@@ -67,6 +76,9 @@ func (c *Config) defaults() {
 	}
 	if c.RetryBase <= 0 {
 		c.RetryBase = 500 * time.Millisecond
+	}
+	if c.CancelPoll <= 0 {
+		c.CancelPoll = time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -234,7 +246,7 @@ func (e *Engine) Start(ctx context.Context) error {
 // release leaves a run this process holds for immediate recovery (at the
 // next start, or by another replica): its heartbeat is set far in the past.
 func (e *Engine) release(ctx context.Context, r *store.Run) {
-	if err := e.store.RunHeartbeat(ctx, r.ID, r.Lease, time.Unix(1, 0)); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+	if _, err := e.store.RunHeartbeat(ctx, r.ID, r.Lease, time.Unix(1, 0)); err != nil && !errors.Is(err, store.ErrLeaseLost) {
 		e.log.ErrorContext(ctx, "releasing run", slog.String("run_id", r.ID), slog.Any("error", err))
 	}
 }

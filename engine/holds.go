@@ -358,15 +358,23 @@ func (e *Engine) CancelSessionRuns(ctx context.Context, sessionID string, by Dec
 		return 0, err
 	}
 	n := 0
-	cause := fmt.Errorf("%w by %s", errRunCancelled, deciderName(by))
+	name := deciderName(by)
+	ids := make([]string, len(running))
+	for i, r := range running {
+		ids[i] = r.ID
+	}
+	// Durable first: a run another process holds reads the request with its
+	// next heartbeat; one held here is cancelled at once below.
+	if err := e.store.RunCancelRequest(ctx, ids, name); err != nil {
+		return 0, err
+	}
+	cause := fmt.Errorf("%w by %s", errRunCancelled, name)
 	e.mu.Lock()
 	for _, r := range running {
 		if cancel := e.inflight[r.ID]; cancel != nil {
 			cancel(cause)
-		} else {
-			// Claimed here (or elsewhere) but not started: cancelled when
-			// it starts on this process. Another replica's runs are not
-			// reached (single-replica today).
+		} else if r.RunnerID == e.cfg.RunnerID {
+			// Claimed here but not started yet: cancelled when it starts.
 			e.cancelReq[r.ID] = cause
 		}
 		n++

@@ -255,11 +255,12 @@ func (x *exec) stepEvent(i int) {
 }
 
 // heartbeatDuring keeps a long step's run fresh so recovery does not take a
-// run that is merely slow; a lost lease cancels the step.
+// run that is merely slow; a lost lease cancels the step, and so does a
+// cancel request made by any process (read with the heartbeat).
 func (x *exec) heartbeatDuring(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() {
-		t := time.NewTicker(max(x.e.cfg.StuckRun/3, time.Millisecond))
+		t := time.NewTicker(x.e.cfg.heartbeatEvery())
 		defer t.Stop()
 		for {
 			select {
@@ -268,13 +269,21 @@ func (x *exec) heartbeatDuring(ctx context.Context) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				err := x.e.store.RunHeartbeat(ctx, x.run.ID, x.run.Lease, x.e.cfg.Now())
-				if errors.Is(err, store.ErrLeaseLost) {
-					if cancel := x.e.cancelFunc(x.run.ID); cancel != nil {
-						cancel(errLeaseLost)
-					}
-					return
+				reason, err := x.e.store.RunHeartbeat(ctx, x.run.ID, x.run.Lease, x.e.cfg.Now())
+				var cause error
+				switch {
+				case errors.Is(err, store.ErrLeaseLost):
+					cause = errLeaseLost
+				case err == nil && reason != "":
+					cause = fmt.Errorf("%w by %s", errRunCancelled, reason)
 				}
+				if cause == nil {
+					continue
+				}
+				if cancel := x.e.cancelFunc(x.run.ID); cancel != nil {
+					cancel(cause)
+				}
+				return
 			}
 		}
 	}()

@@ -386,8 +386,13 @@ type EngineStore interface {
 	RunList(ctx context.Context, p *RunListParams) ([]*Run, error)
 	RunCountByStatus(ctx context.Context) (map[string]int64, error)
 	RunCheckpoint(ctx context.Context, p *RunCheckpointParams) error
-	// RunHeartbeat refreshes a running run's heartbeat (fenced on lease).
-	RunHeartbeat(ctx context.Context, runID string, lease int64, now time.Time) error
+	// RunHeartbeat refreshes a running run's heartbeat (fenced on lease) and
+	// answers the cancel request made for it, if any.
+	RunHeartbeat(ctx context.Context, runID string, lease int64, now time.Time) (cancel string, err error)
+	// RunCancelRequest records reason as a cancel request on running runs
+	// that have none yet; whichever process runs them reads it with its
+	// next heartbeat.
+	RunCancelRequest(ctx context.Context, runIDs []string, reason string) error
 	RunSuspend(ctx context.Context, p *RunSuspendParams) (*Hold, error)
 	RunSettle(ctx context.Context, p *RunSettleParams) (*Run, error)
 	// RunResumeApproved takes over suspended runs whose hold was approved.

@@ -86,11 +86,13 @@ type SessionForkParams struct {
 type SessionUpdateParams struct {
 	ID                string
 	ExpectActiveRunID *string
-	ActiveRunID       *string
-	Title             *string
-	Status            *string
-	DoneReason        *string
-	Archived          *bool
+	// ActiveRunID, when set, starts the run's heartbeat afresh (now) with
+	// no cancel request.
+	ActiveRunID *string
+	Title       *string
+	Status      *string
+	DoneReason  *string
+	Archived    *bool
 	// Policy sets the effective posture, with the policy_set event that
 	// records it.
 	Policy *string

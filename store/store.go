@@ -242,15 +242,17 @@ type Session struct {
 	Policy       string         `json:"policy"`
 	// BasePolicy is the posture the session started with, before any
 	// policy_set event.
-	BasePolicy   string    `json:"-"`
-	RequestCount int64     `json:"requestCount"`
-	CallerUser   string    `json:"callerUser"`
-	CallerKeyID  string    `json:"callerKeyId"`
-	ActiveRunID  string    `json:"activeRunId"`
-	EventCount   int64     `json:"eventCount"`
-	OpenHolds    int64     `json:"openHolds"`
-	LastActiveAt time.Time `json:"lastActiveAt"`
-	CreatedAt    time.Time `json:"createdAt"`
+	BasePolicy   string `json:"-"`
+	RequestCount int64  `json:"requestCount"`
+	CallerUser   string `json:"callerUser"`
+	CallerKeyID  string `json:"callerKeyId"`
+	ActiveRunID  string `json:"activeRunId"`
+	// TurnHeartbeatAt is when the active run\'s process last proved alive.
+	TurnHeartbeatAt *time.Time `json:"-"`
+	EventCount      int64      `json:"eventCount"`
+	OpenHolds       int64      `json:"openHolds"`
+	LastActiveAt    time.Time  `json:"lastActiveAt"`
+	CreatedAt       time.Time  `json:"createdAt"`
 }
 
 // Event is one append-only transcript entry. IDs grow monotonically across
@@ -304,10 +306,16 @@ type SessionStore interface {
 	SessionUpdate(ctx context.Context, p *SessionUpdateParams) (*Session, []*Event, error)
 	// SessionTouch counts a request made under the session.
 	SessionTouch(ctx context.Context, p *SessionTouchParams) error
-	// SessionTurnsInterrupt settles every session whose active run is a
-	// chat turn (id prefix "turn_") as failed with reason: turns live in one
-	// process, so at its start any such run is one that process lost.
-	SessionTurnsInterrupt(ctx context.Context, reason string) (int64, error)
+	// SessionTurnHeartbeat refreshes the heartbeat of the session's active
+	// run turnID and answers the cancel request made for it, if any; a
+	// session no longer running turnID is ErrConflict.
+	SessionTurnHeartbeat(ctx context.Context, sessionID, turnID string, now time.Time) (cancel string, err error)
+	// SessionTurnCancel records a cancel request for the session's active
+	// run turnID (ErrConflict when it is no longer active).
+	SessionTurnCancel(ctx context.Context, sessionID, turnID, reason string) error
+	// SessionTurnsInterrupt settles every session whose active run's
+	// heartbeat is older than staleBefore as failed with reason.
+	SessionTurnsInterrupt(ctx context.Context, staleBefore time.Time, reason string) (int64, error)
 	// SessionOpenHoldCounts answers open holds per session id in one query
 	// (ids without open holds are absent).
 	SessionOpenHoldCounts(ctx context.Context, ids []string) (map[string]int64, error)

@@ -79,6 +79,10 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 	if err := sess.Recover(ctx); err != nil {
 		return err
 	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watch sync.WaitGroup
+	watch.Go(func() { sess.Watch(watchCtx) })
+	defer func() { stopWatch(); watch.Wait() }() // before sess.Close and db.Close
 
 	slackHandler, stopSlack, err := startSlack(ctx, c, db, eng, sess, log)
 	if err != nil {

@@ -2,9 +2,11 @@ package sessions
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/model"
@@ -84,7 +86,12 @@ func (s *Service) terminate(ctx context.Context, id string, by engine.Decider) (
 	t := s.turns[id]
 	s.mu.Unlock()
 	upd := &store.SessionUpdateParams{ID: id, Events: []*store.EventAppendParams{commandEvent(CmdTerminate, actor)}}
-	if t == nil && ses.ActiveRunID != "" {
+	remote := ""
+	switch {
+	case t != nil:
+	case s.alive(ses):
+		remote = ses.ActiveRunID // another process is answering: ask it
+	case ses.ActiveRunID != "":
 		// A turn recorded by a process that is gone: clear it here.
 		none, status, reason := "", store.SessionCancelled, terminated{actor}.Error()
 		upd.ExpectActiveRunID, upd.ActiveRunID, upd.Status, upd.DoneReason = &ses.ActiveRunID, &none, &status, &reason
@@ -93,7 +100,8 @@ func (s *Service) terminate(ctx context.Context, id string, by engine.Decider) (
 		return nil, err
 	}
 	res := &CommandResult{Command: CmdTerminate}
-	if t != nil {
+	switch {
+	case t != nil:
 		t.cancel(terminated{actor})
 		select {
 		case <-t.done:
@@ -101,6 +109,10 @@ func (s *Service) terminate(ctx context.Context, id string, by engine.Decider) (
 			return nil, ctx.Err()
 		}
 		res.CancelledTurn = true
+	case remote != "":
+		if res.CancelledTurn, err = s.cancelRemote(ctx, id, remote, actor); err != nil {
+			return nil, err
+		}
 	}
 	if s.eng != nil {
 		n, err := s.eng.CancelSessionRuns(ctx, id, by)
@@ -115,6 +127,35 @@ func (s *Service) terminate(ctx context.Context, id string, by engine.Decider) (
 		return nil, err
 	}
 	return res, nil
+}
+
+// cancelRemote asks the process running turn turnID to cancel it (a
+// durable request its heartbeat reads) and waits, a few heartbeats at most,
+// for the turn to settle.
+func (s *Service) cancelRemote(ctx context.Context, id, turnID, actor string) (bool, error) {
+	if err := s.st.SessionTurnCancel(ctx, id, turnID, actor); errors.Is(err, store.ErrConflict) {
+		return false, nil // it finished meanwhile
+	} else if err != nil {
+		return false, err
+	}
+	deadline := time.Now().Add(3 * s.cfg.TurnHeartbeat)
+	for {
+		ses, err := s.st.SessionGetByID(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		if ses.ActiveRunID != turnID {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return false, nil // requested; it settles with its next heartbeat
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(s.cfg.TurnHeartbeat / 10):
+		}
+	}
 }
 
 // compactEvents bounds what one /compact reads.

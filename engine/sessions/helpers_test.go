@@ -35,6 +35,7 @@ type setupOpts struct {
 	client    *http.Client
 	noEngine  bool
 	timeout   time.Duration
+	turnStale time.Duration
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -50,7 +51,8 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if o.noEngine {
 		eng = nil
 	}
-	b.svc = sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: reg, DefaultModel: o.modelSpec, TurnTimeout: o.timeout}, eng,
+	b.svc = sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: reg, DefaultModel: o.modelSpec, TurnTimeout: o.timeout,
+		TurnStale: o.turnStale}, eng,
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(func() {
 		b.svc.Close()

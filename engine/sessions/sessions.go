@@ -75,6 +75,11 @@ type Config struct {
 	// TurnTimeout bounds one chat turn (default 5m), so a model that never
 	// answers cannot leave a session running until someone terminates it.
 	TurnTimeout time.Duration
+	// TurnHeartbeat is how often a running turn proves its process alive
+	// and reads cancel requests made elsewhere (default 1s); a turn whose
+	// heartbeat is older than TurnStale (default 10s) is taken to be lost.
+	TurnHeartbeat time.Duration
+	TurnStale     time.Duration
 }
 
 // Service is the session runtime.
@@ -101,6 +106,12 @@ func New(st store.Store, cfg Config, eng Engine, log *slog.Logger) *Service {
 	}
 	if cfg.TurnTimeout <= 0 {
 		cfg.TurnTimeout = 5 * time.Minute
+	}
+	if cfg.TurnHeartbeat <= 0 {
+		cfg.TurnHeartbeat = time.Second
+	}
+	if cfg.TurnStale <= 0 {
+		cfg.TurnStale = 10 * cfg.TurnHeartbeat
 	}
 	if cfg.Models == nil {
 		cfg.Models = model.NewRegistry("template", model.Config{})

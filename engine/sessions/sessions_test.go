@@ -436,7 +436,7 @@ func TestMessageAfterTurnFinishedIsAccepted(t *testing.T) {
 func TestRecoverSettlesTurnsLostInARestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{turnStale: 20 * time.Millisecond})
 	ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 	require.NoError(t, err)
 	turn, running := "turn_lost", store.SessionRunning
@@ -445,6 +445,16 @@ func TestRecoverSettlesTurnsLostInARestart(t *testing.T) {
 
 	require.NoError(t, b.svc.Recover(ctx))
 	got, err := b.svc.GetByID(ctx, ses.ID)
+	require.NoError(t, err)
+	require.Equal(t, turn, got.ActiveRunID, "a turn whose heartbeat is fresh may be another process's: left alone")
+	require.Eventually(t, func() bool {
+		if err := b.svc.Recover(ctx); err != nil {
+			return false
+		}
+		got, err := b.svc.GetByID(ctx, ses.ID)
+		return err == nil && got.ActiveRunID == ""
+	}, 10*time.Second, 5*time.Millisecond, "once its heartbeat is stale it is settled")
+	got, err = b.svc.GetByID(ctx, ses.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.SessionFailed, got.Status)
 	require.Contains(t, got.DoneReason, "restarted")

@@ -41,12 +41,11 @@ var (
 // Turn statuses' done reason on success.
 const doneCompleted = "completed"
 
-// Recover settles chat turns a previous process left running (it crashed or
-// was killed mid-turn), so no session shows "running" forever. Call it once
-// at start, before serving. With several replicas it would need to know
-// which turns were its own; Holdfast runs one process per database today.
+// Recover settles chat turns whose process stopped proving alive (it
+// crashed or was killed mid-turn), so no session shows "running" forever.
+// Turns of live processes, this one's or another replica's, keep running.
 func (s *Service) Recover(ctx context.Context) error {
-	n, err := s.st.SessionTurnsInterrupt(ctx, "interrupted: the server restarted during the reply")
+	n, err := s.st.SessionTurnsInterrupt(ctx, time.Now().Add(-s.cfg.TurnStale), "interrupted: the server restarted during the reply")
 	if err != nil {
 		return err
 	}
@@ -54,6 +53,58 @@ func (s *Service) Recover(ctx context.Context) error {
 		s.log.InfoContext(ctx, "settled chat turns interrupted by a restart", slog.Int64("sessions", n))
 	}
 	return nil
+}
+
+// Watch runs Recover every TurnStale until ctx ends: a turn lost just
+// before a restart looks alive at start and goes stale only later.
+func (s *Service) Watch(ctx context.Context) {
+	t := time.NewTicker(s.cfg.TurnStale)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.Recover(ctx); err != nil && ctx.Err() == nil {
+				s.log.ErrorContext(ctx, "settling lost chat turns", slog.Any("error", err))
+			}
+		}
+	}
+}
+
+// alive reports whether the session's active run is a turn some process is
+// still running (its heartbeat is fresh).
+func (s *Service) alive(ses *store.Session) bool {
+	return ses.ActiveRunID != "" && ses.TurnHeartbeatAt != nil && time.Since(*ses.TurnHeartbeatAt) < s.cfg.TurnStale
+}
+
+// errTurnLost cancels a turn whose session no longer names it (recovered
+// as lost, or cleared by a terminate elsewhere).
+var errTurnLost = errors.New("the reply was interrupted")
+
+// beat keeps a running turn's heartbeat fresh and cancels the turn when a
+// cancel request made by any process reaches it.
+func (s *Service) beat(ctx context.Context, id string, t *turn) {
+	tick := time.NewTicker(s.cfg.TurnHeartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.done:
+			return
+		case <-tick.C:
+			by, err := s.st.SessionTurnHeartbeat(ctx, id, t.id, time.Now())
+			switch {
+			case errors.Is(err, store.ErrConflict):
+				t.cancel(errTurnLost)
+				return
+			case err == nil && by != "":
+				t.cancel(terminated{by})
+				return
+			}
+		}
+	}
 }
 
 // MessageResult answers Message. For a core command sent as a message,
@@ -123,8 +174,14 @@ func (s *Service) Message(ctx context.Context, id, text string, by engine.Decide
 		cancel(nil)
 		return nil, err
 	}
+	if s.alive(ses) {
+		// Not in s.turns, yet alive: another process is answering.
+		s.release(id, t)
+		cancel(nil)
+		return nil, fmt.Errorf("%w: session %s is already answering a message; wait or /terminate it", store.ErrConflict, id)
+	}
 	running, empty := store.SessionRunning, ""
-	stale := ses.ActiveRunID // not in s.turns, so left by a previous process
+	stale := ses.ActiveRunID // a lost turn, taken over
 	var title *string
 	if ses.Title == "" {
 		// An untitled session is named by its first message, as chat UIs do.
@@ -145,6 +202,7 @@ func (s *Service) Message(ctx context.Context, id, text string, by engine.Decide
 	run := func() *store.Event {
 		defer s.release(id, t)
 		defer cancel(nil)
+		go s.beat(tctx, id, t)
 		rctx, rcancel := context.WithTimeoutCause(tctx, s.cfg.TurnTimeout, errTurnTimeout)
 		reply, err := s.runTurn(rctx, ses, t, text, actor, evs[0])
 		if err != nil && tctx.Err() == nil && errors.Is(context.Cause(rctx), errTurnTimeout) {
@@ -226,7 +284,7 @@ func CommandAnswer(res *CommandResult) string {
 	if ses.DoneReason != "" {
 		fmt.Fprintf(&b, " (%s)", ses.DoneReason)
 	}
-	fmt.Fprintf(&b, " · posture `%s` · %s", store.NormalizePolicy(ses.Policy), plural(int(ses.EventCount), "event"))
+	fmt.Fprintf(&b, " · posture `%s` · %s", NormalizePolicy(ses.Policy), plural(int(ses.EventCount), "event"))
 	if ses.OpenHolds > 0 {
 		fmt.Fprintf(&b, " · %s", plural(int(ses.OpenHolds), "open hold"))
 	}

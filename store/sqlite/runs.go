@@ -182,20 +182,38 @@ func (db *DB) RunCheckpoint(ctx context.Context, p *store.RunCheckpointParams) e
 }
 
 // RunHeartbeat refreshes only the heartbeat, for long steps.
-func (db *DB) RunHeartbeat(ctx context.Context, runID string, lease int64, now time.Time) error {
+func (db *DB) RunHeartbeat(ctx context.Context, runID string, lease int64, now time.Time) (string, error) {
+	var cancel string
 	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET heartbeat_at = ? WHERE id = ? AND lease = ? AND status = 'running'`,
-			formatTime(nowOr(now)), runID, lease)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		err := tx.QueryRowContext(ctx, `UPDATE workflow_runs SET heartbeat_at = ? WHERE id = ? AND lease = ? AND status = 'running'
+			RETURNING cancel_requested`, formatTime(nowOr(now)), runID, lease).Scan(&cancel)
+		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: run %s", store.ErrLeaseLost, runID)
 		}
-		return nil
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("run heartbeat %s: %w", runID, err)
+		return "", fmt.Errorf("run heartbeat %s: %w", runID, err)
+	}
+	return cancel, nil
+}
+
+// RunCancelRequest stamps a cancel request on running runs.
+func (db *DB) RunCancelRequest(ctx context.Context, runIDs []string, reason string) error {
+	if len(runIDs) == 0 {
+		return nil
+	}
+	args := []any{reason}
+	for _, id := range runIDs {
+		args = append(args, id)
+	}
+	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET cancel_requested = ?
+			WHERE id IN (`+placeholders(len(runIDs))+`) AND status = 'running' AND cancel_requested = ''`, args...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("run cancel request: %w", err)
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 )
 
 const sessionColumns = `id, title, status, done_reason, origin, platform, tags, context, capabilities, archived,
-	forked_from, policy, base_policy, request_count, caller_user, caller_key_id, active_run_id, event_count, last_active_at, created_at`
+	forked_from, policy, base_policy, request_count, caller_user, caller_key_id, active_run_id, turn_heartbeat_at, event_count, last_active_at, created_at`
 
 func scanSession(row scanner) (*store.Session, error) {
 	var (
@@ -19,9 +19,10 @@ func scanSession(row scanner) (*store.Session, error) {
 		tags, ctxJSON, caps string
 		archived            int
 		lastActive, created string
+		turnBeat            sql.NullString
 	)
 	if err := row.Scan(&s.ID, &s.Title, &s.Status, &s.DoneReason, &s.Origin, &s.Platform, &tags, &ctxJSON, &caps,
-		&archived, &s.ForkedFrom, &s.Policy, &s.BasePolicy, &s.RequestCount, &s.CallerUser, &s.CallerKeyID, &s.ActiveRunID,
+		&archived, &s.ForkedFrom, &s.Policy, &s.BasePolicy, &s.RequestCount, &s.CallerUser, &s.CallerKeyID, &s.ActiveRunID, &turnBeat,
 		&s.EventCount, &lastActive, &created); err != nil {
 		return nil, interpretError(err)
 	}
@@ -30,6 +31,7 @@ func scanSession(row scanner) (*store.Session, error) {
 	_ = json.Unmarshal([]byte(ctxJSON), &s.Context)
 	s.Archived = archived != 0
 	s.LastActiveAt, s.CreatedAt = parseTime(lastActive), parseTime(created)
+	s.TurnHeartbeatAt = nullTime(turnBeat)
 	return &s, nil
 }
 

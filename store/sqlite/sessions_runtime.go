@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -343,7 +344,13 @@ func (db *DB) SessionUpdate(ctx context.Context, p *store.SessionUpdateParams) (
 		)
 		set := func(col string, v any) { sets = append(sets, col+" = ?"); args = append(args, v) }
 		if p.ActiveRunID != nil {
+			var beat any
+			if *p.ActiveRunID != "" {
+				beat = formatTime(time.Now())
+			}
 			set("active_run_id", *p.ActiveRunID)
+			set("turn_heartbeat_at", beat)
+			set("turn_cancel", "")
 		}
 		if p.Title != nil {
 			set("title", *p.Title)
@@ -400,13 +407,46 @@ func (db *DB) SessionTouch(ctx context.Context, p *store.SessionTouchParams) err
 	})
 }
 
-// SessionTurnsInterrupt runs once at start; the scan is bounded by the
-// sessions table and never on a request path.
-func (db *DB) SessionTurnsInterrupt(ctx context.Context, reason string) (int64, error) {
+// SessionTurnHeartbeat refreshes a turn's heartbeat.
+func (db *DB) SessionTurnHeartbeat(ctx context.Context, sessionID, turnID string, now time.Time) (string, error) {
+	var cancel string
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `UPDATE sessions SET turn_heartbeat_at = ? WHERE id = ? AND active_run_id = ?
+			RETURNING turn_cancel`, formatTime(nowOr(now)), sessionID, turnID).Scan(&cancel)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: session %s is not running %s", store.ErrConflict, sessionID, turnID)
+		}
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("session turn heartbeat: %w", err)
+	}
+	return cancel, nil
+}
+
+// SessionTurnCancel records a cancel request for a turn.
+func (db *DB) SessionTurnCancel(ctx context.Context, sessionID, turnID, reason string) error {
+	return db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET turn_cancel = ? WHERE id = ? AND active_run_id = ?`, reason, sessionID, turnID)
+		if err != nil {
+			return fmt.Errorf("session turn cancel: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("%w: session %s is not running %s", store.ErrConflict, sessionID, turnID)
+		}
+		return nil
+	})
+}
+
+// SessionTurnsInterrupt settles turns whose process stopped proving alive;
+// it runs off the request path (a bounded scan of sessions with an active
+// run).
+func (db *DB) SessionTurnsInterrupt(ctx context.Context, staleBefore time.Time, reason string) (int64, error) {
 	var n int64
 	err := db.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE sessions SET active_run_id = '', status = ?, done_reason = ?
-			WHERE active_run_id LIKE 'turn\_%' ESCAPE '\'`, store.SessionFailed, reason)
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET active_run_id = '', turn_heartbeat_at = NULL, turn_cancel = '',
+			status = ?, done_reason = ? WHERE active_run_id != '' AND (turn_heartbeat_at IS NULL OR turn_heartbeat_at < ?)`,
+			store.SessionFailed, reason, formatTime(staleBefore))
 		if err != nil {
 			return err
 		}

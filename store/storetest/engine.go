@@ -262,7 +262,8 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Len(t, rec, 1)
 		require.Equal(t, 1, rec[0].RecoveryAttempts)
 		require.Equal(t, "b", rec[0].RunnerID)
-		require.ErrorIs(t, s.RunHeartbeat(ctx, r.ID, r.Lease, time.Now()), store.ErrLeaseLost, "the old lease is fenced off")
+		_, err = s.RunHeartbeat(ctx, r.ID, r.Lease, time.Now())
+		require.ErrorIs(t, err, store.ErrLeaseLost, "the old lease is fenced off")
 		rec, ex, err := s.RunRescueMany(ctx, &store.RunRescueParams{RunnerID: "c", StaleBefore: later, Recover: []store.RunLease{lease}})
 		require.NoError(t, err)
 		require.Empty(t, rec, "a verdict on a stale read is skipped")
@@ -277,6 +278,22 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		counts, err := s.RunCountByStatus(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), counts[store.RunRecoveryExhausted])
+	})
+
+	t.Run("CancelRequestReachesTheHeartbeat", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		wf := workflow(t, s)
+		enqueue(t, s, wf, "k")
+		r := claimOne(t, s, "a")
+		cancel, err := s.RunHeartbeat(ctx, r.ID, r.Lease, time.Now())
+		require.NoError(t, err)
+		require.Empty(t, cancel)
+		require.NoError(t, s.RunCancelRequest(ctx, []string{r.ID}, "cancelled by ada"))
+		require.NoError(t, s.RunCancelRequest(ctx, []string{r.ID}, "cancelled by bob"), "a second request keeps the first")
+		cancel, err = s.RunHeartbeat(ctx, r.ID, r.Lease, time.Now())
+		require.NoError(t, err)
+		require.Equal(t, "cancelled by ada", cancel)
 	})
 
 	t.Run("RunsAndHoldsPageByKeyset", func(t *testing.T) {
