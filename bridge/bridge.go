@@ -18,72 +18,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/slack-go/slack"
 
+	"github.com/holdfast-bot/holdfast/engine"
+	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-// Engine is what the bridge needs of the workflow engine. The bridge defines
-// it so that it depends on behaviour, not on the engine's package; the
-// wiring in cmd/bot adapts the real engine to it.
+// Engine is what the bridge needs of the workflow engine, as
+// *engine.Engine has it; tests stand in for it to record what the bridge
+// asked.
 type Engine interface {
 	// Enqueue queues a workflow item; a second call with the same dedupe key
 	// answers enqueued=false. Unknown commands wrap store.ErrNotFound,
 	// workflows that are not live store.ErrConflict.
-	Enqueue(ctx context.Context, p EnqueueParams) (itemID string, enqueued bool, err error)
-	// Decide approves or rejects a hold on behalf of a Slack user (via
-	// "slack"). Refusals wrap ErrForbidden; an already decided hold wraps
-	// store.ErrConflict.
-	Decide(ctx context.Context, p DecideParams) (*DecideResult, error)
-	// OpenHolds answers the session's open holds, oldest first (at most
-	// maxThreadHolds+1 of them).
-	OpenHolds(ctx context.Context, sessionID string) ([]*store.Hold, error)
-}
-
-// EnqueueParams asks for one workflow item.
-type EnqueueParams struct {
-	Command   string // with its leading slash
-	DedupeKey string
-	Payload   map[string]any
-	SessionID string
-	OwnerUID  string // "slack:<user>"
-}
-
-// DecideParams is a Slack user's decision on a hold.
-type DecideParams struct {
-	HoldID      string
-	Decision    string // approve | reject
-	Comment     string
-	SlackUserID string
-}
-
-// DecideResult is the hold after a decision: still open when the approval
-// was one of several the workflow needs.
-type DecideResult struct {
-	Status    string // open | approved | rejected
-	Approvals int
-	Required  int
-}
-
-// Sessions is what the bridge needs of the sessions service.
-type Sessions interface {
-	// ResolveTag answers the session holding tag, creating it if needed.
-	ResolveTag(ctx context.Context, tag string, p NewSession) (*store.Session, error)
-	// Message appends a Slack user's message and runs a chat turn in the
-	// background.
-	Message(ctx context.Context, sessionID, text, user string) error
-	// Command runs /status, /terminate or /compact for a Slack user and
-	// answers a line to show them (may be empty). A caller who may not
-	// cancel the session's runs is refused with store.ErrForbidden.
-	Command(ctx context.Context, sessionID, command, user string) (string, error)
-	// SetPolicy sets the session's posture (manual, auto or yolo); a change
-	// that holds less needs a steward (else store.ErrForbidden).
-	SetPolicy(ctx context.Context, sessionID, policy, user string) error
-}
-
-// NewSession describes the session a thread starts.
-type NewSession struct {
-	Title   string
-	Context map[string]any
-	User    string // the Slack user who started it
+	Enqueue(ctx context.Context, p engine.EnqueueParams) (*store.QueueItem, bool, error)
+	// Decide approves or rejects a hold. Refusals wrap store.ErrForbidden;
+	// an already decided hold wraps store.ErrConflict.
+	Decide(ctx context.Context, p engine.DecideParams) (*store.Hold, error)
 }
 
 // Config tunes the bridge; zero values take the defaults noted.
@@ -162,7 +112,7 @@ type Bridge struct {
 	store    store.Store
 	api      *slack.Client
 	engine   Engine
-	sessions Sessions
+	sessions *sessions.Service
 	log      *slog.Logger
 
 	botUserID atomic.Value // string
@@ -197,10 +147,10 @@ type metrics struct {
 
 // New builds a bridge. api is the Web API client (point it at a fake with
 // slack.OptionAPIURL); engine and sessions may not be nil.
-func New(cfg Config, st store.Store, api *slack.Client, engine Engine, sessions Sessions, log *slog.Logger) *Bridge {
+func New(cfg Config, st store.Store, api *slack.Client, eng Engine, ses *sessions.Service, log *slog.Logger) *Bridge {
 	cfg.defaults()
 	b := &Bridge{
-		cfg: cfg, store: st, api: api, engine: engine, sessions: sessions, log: log,
+		cfg: cfg, store: st, api: api, engine: eng, sessions: ses, log: log,
 		inboxWake:  make(chan struct{}, 1),
 		mirrorWake: make(chan struct{}, 1),
 		outboxWake: make(chan struct{}, 1),

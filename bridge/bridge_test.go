@@ -15,6 +15,8 @@ import (
 
 	"github.com/holdfast-bot/holdfast/bridge"
 	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
+	"github.com/holdfast-bot/holdfast/engine"
+	"github.com/holdfast-bot/holdfast/store"
 )
 
 // standIns runs the bridge with the real sessions runtime and a recording
@@ -200,7 +202,7 @@ func TestEnqueueOnceAcrossRedeliveries(t *testing.T) {
 	require.Len(t, evs, 1, "the request is in the transcript once")
 	require.Equal(t, "user_message", evs[0].Type)
 	require.Equal(t, true, evs[0].Payload["mention"])
-	require.Equal(t, bridge.EnqueueParams{
+	require.Equal(t, engine.EnqueueParams{
 		Command: "/draft-memo", DedupeKey: "slack:C7:" + msgTS, SessionID: ses.ID, OwnerUID: "slack:U1",
 		Payload: map[string]any{
 			"brief":  "Otters of the Pacific\nThey hold hands while sleeping.",
@@ -331,14 +333,13 @@ func TestButtonsAndThreadDecisions(t *testing.T) {
 	tb.event(t, "EvD1", mention("C3", "USTEWARD", tb.ts(), root, "approve"))
 	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 2 }, 5*time.Second, 5*time.Millisecond)
 	require.Contains(t, tb.slack.Delivered("chat.postEphemeral")[1].Form["text"], "no open hold")
-	eng.mu.Lock()
-	eng.open[ses.ID] = "hld_2"
-	eng.mu.Unlock()
+	holdID := tb.openHold(t, ses.ID)
 	tb.event(t, "EvD2", mention("C3", "USTEWARD", tb.ts(), root, "approve looks great &amp; ship it"))
 	require.Eventually(t, func() bool { _, d := eng.snapshot(); return len(d) == 3 }, 5*time.Second, 5*time.Millisecond)
 	_, d := eng.snapshot()
-	require.Equal(t, bridge.DecideParams{HoldID: "hld_2", Decision: "approve", Comment: "looks great & ship it", SlackUserID: "USTEWARD"}, d[2])
-	require.Equal(t, bridge.DecideParams{HoldID: "hld_1", Decision: "reject", SlackUserID: "USTEWARD"}, d[1])
+	steward := engine.Decider{SlackUserID: "USTEWARD", Via: "slack"}
+	require.Equal(t, engine.DecideParams{HoldID: holdID, Decision: "approve", Comment: "looks great & ship it", Decider: steward}, d[2])
+	require.Equal(t, engine.DecideParams{HoldID: "hld_1", Decision: "reject", Decider: steward}, d[1])
 }
 
 func TestInboxReplayedAtStart(t *testing.T) {
@@ -354,7 +355,7 @@ func TestInboxReplayedAtStart(t *testing.T) {
 	require.Len(t, pending, 1, "stored once, before the ack, and not processed yet")
 
 	// A fresh bridge on the same store (the process after a crash) replays it.
-	b2 := bridge.New(bridge.Config{SigningSecret: secret, Tick: 50 * time.Millisecond}, tb.store, apiFor(tb), newRecordingEngine(), bridge.SessionsService(tb.sessions), discard())
+	b2 := bridge.New(bridge.Config{SigningSecret: secret, Tick: 50 * time.Millisecond}, tb.store, apiFor(tb), newRecordingEngine(), tb.sessions, discard())
 	runBridge(t, tb, b2)
 	tb.waitPost(t, "C4", ts, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "Holdfast") })
 	tb.inboxDrained(t)
@@ -401,13 +402,13 @@ type crashingEngine struct {
 	entered chan struct{}
 }
 
-func (e crashingEngine) Enqueue(ctx context.Context, p bridge.EnqueueParams) (string, bool, error) {
+func (e crashingEngine) Enqueue(ctx context.Context, p engine.EnqueueParams) (*store.QueueItem, bool, error) {
 	select {
 	case e.entered <- struct{}{}:
 	default:
 	}
 	<-ctx.Done()
-	return "", false, ctx.Err()
+	return nil, false, ctx.Err()
 }
 
 // TestMentionReplayRecordsOnce: a process that recorded a mention command in
@@ -425,7 +426,7 @@ func TestMentionReplayRecordsOnce(t *testing.T) {
 
 	crash := crashingEngine{entered: make(chan struct{}, 1)}
 	cfg := bridge.Config{SigningSecret: secret, Tick: 50 * time.Millisecond, InboxRetry: 10 * time.Millisecond}
-	b1 := bridge.New(cfg, tb.store, apiFor(tb), crash, bridge.SessionsService(tb.sessions), discard())
+	b1 := bridge.New(cfg, tb.store, apiFor(tb), crash, tb.sessions, discard())
 	ctx1, crash1 := context.WithCancel(tb.ctx)
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); _ = b1.Start(ctx1) }()
@@ -455,7 +456,7 @@ func TestMentionReplayRecordsOnce(t *testing.T) {
 	// The next process replays the delivery: the item is queued and
 	// acknowledged, and the request is still in the transcript once.
 	eng := newRecordingEngine()
-	runBridge(t, tb, bridge.New(cfg, tb.store, apiFor(tb), eng, bridge.SessionsService(tb.sessions), discard()))
+	runBridge(t, tb, bridge.New(cfg, tb.store, apiFor(tb), eng, tb.sessions, discard()))
 	tb.waitPost(t, "CX", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "Queued `draft-memo`") })
 	tb.inboxDrained(t)
 	enq, _ := eng.snapshot()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/holdfast-bot/holdfast/engine"
+	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -26,11 +28,11 @@ const helpText = "*Holdfast* — mention me in a thread:\n" +
 func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m *Message, log *slog.Logger) error {
 	root := m.Root()
 	text := stripMention(m.Text, b.botUserID.Load().(string))
-	ses, err := b.sessions.ResolveTag(ctx, threadTag(m.Channel, root), NewSession{
+	ses, err := b.sessions.ResolveTag(ctx, threadTag(m.Channel, root), sessions.CreateParams{
 		Title: firstLine(unescape(text), 80),
 		Context: map[string]any{"platform": "slack", "channel": m.Channel, "threadTs": root, "user": m.User,
 			"channelType": m.ChannelType},
-		User: m.User,
+		Source: sessions.Source{Via: sessions.ViaSlack, UserID: actor(m.User)},
 	})
 	if err != nil {
 		return fmt.Errorf("resolve thread session: %w", err)
@@ -48,8 +50,9 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 			return err
 		}
 		if err != nil {
-			// A chat turn: the sessions runtime records the message itself.
-			err = b.sessions.Message(ctx, ses.ID, unescape(text), m.User)
+			// A chat turn: the sessions runtime records the message itself,
+			// and answers in the background so this worker never waits on a model.
+			_, err = b.sessions.Message(ctx, ses.ID, unescape(text), slackCaller(m.User), true)
 			if errors.Is(err, store.ErrConflict) {
 				return say(":hourglass_flowing_sand: I'm still answering the previous message in this thread. Send this again when I'm done, or mention me with `terminate` to stop me.")
 			}
@@ -77,23 +80,20 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	case cmd.Name == "workflows":
 		return say(b.workflowList(ctx))
 	case cmd.Name == "status" || cmd.Name == "terminate" || cmd.Name == "compact":
-		out, err := b.sessions.Command(ctx, ses.ID, "/"+cmd.Name, m.User)
+		res, err := b.sessions.Command(ctx, ses.ID, "/"+cmd.Name, slackCaller(m.User))
 		if errors.Is(err, store.ErrForbidden) {
 			return say(b.refusal(m.User, err))
 		}
 		if err != nil {
 			return say(fmt.Sprintf(":warning: `%s` failed: %s", cmd.Name, esc(err.Error())))
 		}
-		if out == "" {
-			out = fmt.Sprintf("Done: `%s`.", cmd.Name)
-		}
-		return say(out)
+		return say(commandReply(res))
 	case cmd.Name == "policy":
 		p := strings.ToLower(cmd.Arg)
 		if p != "manual" && p != "auto" && p != "yolo" {
 			return say("Usage: `policy manual|auto|yolo` — `manual` holds every output, `auto` follows each workflow's policy, `yolo` holds nothing.")
 		}
-		err := b.sessions.SetPolicy(ctx, ses.ID, p, m.User)
+		_, err := b.sessions.SetPolicy(ctx, ses.ID, p, slackCaller(m.User))
 		if errors.Is(err, store.ErrForbidden) {
 			return say(b.refusal(m.User, err))
 		}
@@ -145,7 +145,7 @@ func (b *Bridge) enqueue(ctx context.Context, it *store.SlackInboxItem, m *Messa
 	if t := firstLine(brief, 80); t != "" {
 		payload["title"] = t
 	}
-	itemID, enqueued, err := b.engine.Enqueue(ctx, EnqueueParams{
+	item, enqueued, err := b.engine.Enqueue(ctx, engine.EnqueueParams{
 		Command: "/" + name, DedupeKey: "slack:" + m.Channel + ":" + m.TS, Payload: payload,
 		SessionID: sessionID, OwnerUID: actor(m.User),
 	})
@@ -160,11 +160,11 @@ func (b *Bridge) enqueue(ctx context.Context, it *store.SlackInboxItem, m *Messa
 	case err != nil:
 		return fmt.Errorf("enqueue /%s: %w", name, err)
 	}
-	log.InfoContext(ctx, "slack: enqueued", slog.String("command", name), slog.String("item_id", itemID), slog.Bool("enqueued", enqueued))
+	log.InfoContext(ctx, "slack: enqueued", slog.String("command", name), slog.String("item_id", item.ID), slog.Bool("enqueued", enqueued))
 	// Also when the item already existed: after a crash between the enqueue
 	// and this write, the replayed delivery still acknowledges it (once:
 	// the key is the item's).
-	return b.enqueueOutbox(ctx, queuedAck(m.Channel, root, name, itemID))
+	return b.enqueueOutbox(ctx, queuedAck(m.Channel, root, name, item.ID))
 }
 
 // queuedAck is the "Queued …" line of an item enqueued from a thread. The
@@ -198,7 +198,7 @@ const maxThreadHolds = 10
 // holds it decides only the one named, and otherwise lists them and decides
 // nothing: a guess could publish the wrong output.
 func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m *Message, root, sessionID string, cmd Command) error {
-	holds, err := b.engine.OpenHolds(ctx, sessionID)
+	holds, err := b.store.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, SessionID: sessionID, Limit: maxThreadHolds + 1})
 	if err != nil {
 		return err
 	}
@@ -232,15 +232,15 @@ func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m
 // alone and change nothing. On success the mirror updates the card when the
 // engine records the decision in the transcript.
 func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix, holdID, decision, comment, user, channel, threadTS string) error {
-	res, err := b.engine.Decide(ctx, DecideParams{HoldID: holdID, Decision: decision, Comment: comment, SlackUserID: user})
+	h, err := b.engine.Decide(ctx, engine.DecideParams{HoldID: holdID, Decision: decision, Comment: comment, Decider: slackCaller(user)})
 	switch {
 	case err == nil:
 		b.log.InfoContext(ctx, "slack: hold decided", slog.String("hold_id", holdID), slog.String("decision", decision),
-			slog.String("user", user), slog.String("status", res.Status))
-		if res.Status == store.HoldOpen {
+			slog.String("user", user), slog.String("status", h.Status))
+		if h.Status == store.HoldOpen {
 			// One of several approvals: the card stays until the last one.
 			return b.ephemeral(ctx, it, suffix, channel, threadTS, user,
-				fmt.Sprintf("Your approval is recorded (%d of %d needed). The hold stays open until the rest approve.", res.Approvals, res.Required))
+				fmt.Sprintf("Your approval is recorded (%d of %d needed). The hold stays open until the rest approve.", len(h.Approvals), h.RequiredApprovals))
 		}
 		return nil
 	case errors.Is(err, store.ErrForbidden):
@@ -281,4 +281,53 @@ func (b *Bridge) handleInteraction(ctx context.Context, it *store.SlackInboxItem
 		}
 	}
 	return nil
+}
+
+// slackCaller is a Slack user as the engine and sessions runtime know them:
+// the engine finds a linked console user itself, and the caller is recorded
+// as "slack:<id>", which cards and threads show as a mention.
+func slackCaller(user string) engine.Decider {
+	return engine.Decider{SlackUserID: user, Via: "slack"}
+}
+
+// commandReply phrases a core command's result for a thread.
+func commandReply(res *sessions.CommandResult) string {
+	switch res.Command {
+	case sessions.CmdTerminate:
+		var parts []string
+		if res.CancelledTurn {
+			parts = append(parts, "stopped the reply in progress")
+		}
+		if res.CancelledRuns > 0 {
+			parts = append(parts, fmt.Sprintf("cancelled %d run(s)", res.CancelledRuns))
+		}
+		if len(parts) == 0 {
+			return "Nothing was running in this thread."
+		}
+		return ":octagonal_sign: Terminated: " + strings.Join(parts, " and ") + "."
+	case sessions.CmdCompact:
+		if res.Summary != nil {
+			if s, ok := res.Summary.Payload["text"].(string); ok && s != "" {
+				return ":compression: Compacted. Summary so far:\n" + esc(s)
+			}
+		}
+		return ":compression: Compacted."
+	}
+	return statusLine(res.Session)
+}
+
+// statusLine is /status for a thread.
+func statusLine(s *store.Session) string {
+	if s == nil {
+		return "No session."
+	}
+	line := fmt.Sprintf("*Status:* `%s`", esc(s.Status))
+	if s.DoneReason != "" {
+		line += " (" + esc(s.DoneReason) + ")"
+	}
+	line += fmt.Sprintf(" · *policy* `%s` · %d events", esc(s.Policy), s.EventCount)
+	if s.ActiveRunID != "" {
+		line += fmt.Sprintf(" · active `%s`", esc(s.ActiveRunID))
+	}
+	return line + fmt.Sprintf(" · session `%s`", esc(s.ID))
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/holdfast-bot/holdfast/bridge"
 	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
@@ -75,7 +76,7 @@ func TestEndToEnd(t *testing.T) {
 	card, holdID := tb.holdCard(t, "CE", root)
 	require.Contains(t, text(card), "*Review draft* is waiting for a steward — Draft memo from brief (`/draft-memo`)")
 	require.Contains(t, text(card), "Otters hold hands")
-	_, again, err := tb.engine.Enqueue(tb.ctx, bridge.EnqueueParams{Command: "/draft-memo", DedupeKey: "slack:CE:" + ask})
+	_, again, err := tb.engine.Enqueue(tb.ctx, engine.EnqueueParams{Command: "/draft-memo", DedupeKey: "slack:CE:" + ask})
 	require.NoError(t, err)
 	require.False(t, again, "the item exists, once, under the message's dedupe key")
 	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:CE:"+root)
@@ -226,13 +227,13 @@ type slowAckEngine struct {
 	release chan struct{}
 }
 
-func (e slowAckEngine) Enqueue(ctx context.Context, p bridge.EnqueueParams) (string, bool, error) {
-	id, created, err := e.Engine.Enqueue(ctx, p)
+func (e slowAckEngine) Enqueue(ctx context.Context, p engine.EnqueueParams) (*store.QueueItem, bool, error) {
+	it, created, err := e.Engine.Enqueue(ctx, p)
 	select {
 	case <-e.release:
 	case <-ctx.Done():
 	}
-	return id, created, err
+	return it, created, err
 }
 
 // TestQueuedAckPrecedesRunStarted: the thread reads "Queued …" before

@@ -90,11 +90,11 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 		require.NoError(t, lib.SeedExamples(ctx))
 		tb.eng = engine.New(engine.Config{Workers: 2, SlackStewards: []string{"USTEWARD", "USTEWARD2"}, CanReply: bridge.CanReply,
 			DisableScheduler: true, PassInterval: time.Second}, db, models, log)
-		tb.engine = bridge.EngineService(tb.eng, db)
+		tb.engine = tb.eng
 		if o.wrap != nil {
 			tb.engine = o.wrap(tb.engine)
 		}
-		sesEngine = sessions.EngineOf(tb.eng)
+		sesEngine = tb.eng
 		for _, role := range []string{store.RoleViewer, store.RoleSteward} {
 			key, hash := auth.NewAPIKey()
 			_, err := db.APIKeyCreate(ctx, &store.APIKey{Name: role, Role: role, KeyHash: hash})
@@ -105,7 +105,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 		tb.engine = o.engine(tb)
 	}
 	tb.sessions = sessions.New(db, sessions.Config{DefaultPolicy: "auto", Models: models, DefaultModel: "template"}, sesEngine, log)
-	tb.bridge = bridge.New(cfg, db, api, tb.engine, bridge.SessionsService(tb.sessions), log)
+	tb.bridge = bridge.New(cfg, db, api, tb.engine, tb.sessions, log)
 	deps.Slack = tb.bridge.Handler()
 	if o.real {
 		deps.API = hfapi.New(hfapi.Deps{Store: db, Log: log, Engine: tb.eng, Sessions: tb.sessions})

@@ -266,7 +266,7 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 	}
 
 	first := bridge.New(bridge.Config{Tick: 20 * time.Millisecond, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond},
-		tb.store, apiFor(tb), newRecordingEngine(), bridge.SessionsService(tb.sessions), discard())
+		tb.store, apiFor(tb), newRecordingEngine(), tb.sessions, discard())
 	ctx, cancel := context.WithCancel(tb.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = first.Start(ctx) }()
@@ -277,7 +277,7 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 
 	tb.slack.Recover()
 	second := bridge.New(bridge.Config{Tick: 20 * time.Millisecond}, tb.store, apiFor(tb), newRecordingEngine(),
-		bridge.SessionsService(tb.sessions), discard())
+		tb.sessions, discard())
 	runBridge(t, tb, second)
 	require.Eventually(t, func() bool { return len(tb.posts("CR", "1.000001")) == 3 }, 10*time.Second, 5*time.Millisecond)
 	for i, p := range tb.posts("CR", "1.000001") {

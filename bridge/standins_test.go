@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"testing"
 
-	"github.com/holdfast-bot/holdfast/bridge"
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -15,11 +18,10 @@ import (
 // every decision from users outside stewards.
 type recordingEngine struct {
 	mu       sync.Mutex
-	enqueues []bridge.EnqueueParams
+	enqueues []engine.EnqueueParams
 	keys     map[string]string
-	decides  []bridge.DecideParams
+	decides  []engine.DecideParams
 	stewards map[string]bool
-	open     map[string]string // session → hold
 	// failEnqueue fails that many Enqueue calls first, as a busy store would.
 	failEnqueue int
 	// gate, when set, holds every Enqueue of a brief containing "slow"
@@ -28,10 +30,10 @@ type recordingEngine struct {
 }
 
 func newRecordingEngine() *recordingEngine {
-	return &recordingEngine{keys: map[string]string{}, stewards: map[string]bool{}, open: map[string]string{}}
+	return &recordingEngine{keys: map[string]string{}, stewards: map[string]bool{}}
 }
 
-func (e *recordingEngine) Enqueue(ctx context.Context, p bridge.EnqueueParams) (string, bool, error) {
+func (e *recordingEngine) Enqueue(ctx context.Context, p engine.EnqueueParams) (*store.QueueItem, bool, error) {
 	if brief, _ := p.Payload["brief"].(string); e.gate != nil && strings.Contains(brief, "slow") {
 		<-e.gate
 	}
@@ -39,44 +41,54 @@ func (e *recordingEngine) Enqueue(ctx context.Context, p bridge.EnqueueParams) (
 	defer e.mu.Unlock()
 	if e.failEnqueue > 0 {
 		e.failEnqueue--
-		return "", false, errors.New("database is locked")
+		return nil, false, errors.New("database is locked")
 	}
 	if p.Command != "/draft-memo" {
-		return "", false, fmt.Errorf("workflow %s: %w", p.Command, store.ErrNotFound)
+		return nil, false, fmt.Errorf("workflow %s: %w", p.Command, store.ErrNotFound)
 	}
 	if id, ok := e.keys[p.DedupeKey]; ok {
-		return id, false, nil
+		return &store.QueueItem{ID: id}, false, nil
 	}
 	id := fmt.Sprintf("itm_%d", len(e.keys)+1)
 	e.keys[p.DedupeKey] = id
 	e.enqueues = append(e.enqueues, p)
-	return id, true, nil
+	return &store.QueueItem{ID: id}, true, nil
 }
 
-func (e *recordingEngine) Decide(ctx context.Context, p bridge.DecideParams) (*bridge.DecideResult, error) {
+func (e *recordingEngine) Decide(ctx context.Context, p engine.DecideParams) (*store.Hold, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.decides = append(e.decides, p)
-	if !e.stewards[p.SlackUserID] {
-		return nil, store.Refuse(store.ErrForbidden, "%s is not a steward", p.SlackUserID)
+	if !e.stewards[p.Decider.SlackUserID] {
+		return nil, store.Refuse(store.ErrForbidden, "%s is not a steward", p.Decider.SlackUserID)
 	}
 	if p.Decision == "approve" {
-		return &bridge.DecideResult{Status: store.HoldApproved, Approvals: 1, Required: 1}, nil
+		return &store.Hold{ID: p.HoldID, Status: store.HoldApproved, RequiredApprovals: 1}, nil
 	}
-	return &bridge.DecideResult{Status: store.HoldRejected, Required: 1}, nil
+	return &store.Hold{ID: p.HoldID, Status: store.HoldRejected, RequiredApprovals: 1}, nil
 }
 
-func (e *recordingEngine) OpenHolds(ctx context.Context, sessionID string) ([]*store.Hold, error) {
+func (e *recordingEngine) snapshot() ([]engine.EnqueueParams, []engine.DecideParams) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if h, ok := e.open[sessionID]; ok {
-		return []*store.Hold{{ID: h, SessionID: sessionID}}, nil
-	}
-	return nil, nil
+	return append([]engine.EnqueueParams(nil), e.enqueues...), append([]engine.DecideParams(nil), e.decides...)
 }
 
-func (e *recordingEngine) snapshot() ([]bridge.EnqueueParams, []bridge.DecideParams) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]bridge.EnqueueParams(nil), e.enqueues...), append([]bridge.DecideParams(nil), e.decides...)
+// openHold stores a suspended run with an open hold in session sessionID,
+// as the engine would leave it, and answers the hold's id.
+func (tb *testBundle) openHold(t *testing.T, sessionID string) string {
+	t.Helper()
+	tb.addWorkflow(t, "/held", "live", "held")
+	wf, err := tb.store.WorkflowGetByCommand(tb.ctx, "/held")
+	require.NoError(t, err)
+	it, _, err := tb.store.QueueItemInsert(tb.ctx, &store.QueueItemInsertParams{ID: store.NewID("itm"), WorkflowMemoID: wf.MemoID,
+		Command: "/held", DedupeKey: "k", SessionID: sessionID})
+	require.NoError(t, err)
+	runs, err := tb.store.QueueItemClaim(tb.ctx, &store.QueueItemClaimParams{RunnerID: "test", Claims: []store.ItemClaim{{ItemID: it.ID}}})
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	h, err := tb.store.RunSuspend(tb.ctx, &store.RunSuspendParams{RunCheckpointParams: store.RunCheckpointParams{RunID: runs[0].ID, Lease: runs[0].Lease},
+		Hold: &store.Hold{ID: store.HoldIDForRun(runs[0].ID), SessionID: sessionID, Command: "/held", Output: "out", RequiredApprovals: 1}})
+	require.NoError(t, err)
+	return h.ID
 }

@@ -74,7 +74,7 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 		log.Info("engine stopped")
 	}()
 
-	sess := sessions.New(db, sessions.Config{DefaultPolicy: c.DefaultPolicy, Models: models, DefaultModel: c.Model}, sessions.EngineOf(eng), log)
+	sess := sessions.New(db, sessions.Config{DefaultPolicy: c.DefaultPolicy, Models: models, DefaultModel: c.Model}, eng, log)
 	defer sess.Close() // before db.Close: background turns settle first
 	if err := sess.Recover(ctx); err != nil {
 		return err
@@ -176,7 +176,7 @@ func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engi
 	api := slack.New(c.SlackBotToken, opts...)
 	b := bridge.New(bridge.Config{SigningSecret: c.SlackSigning, BaseURL: c.BaseURL, HoldsChannel: c.SlackHoldsChan, Stewards: c.stewards(),
 		AllowBots: c.SlackAllowBots == "true"},
-		db, api, bridge.EngineService(eng, db), bridge.SessionsService(sess), log)
+		db, api, eng, sess, log)
 	if err := eng.Registry().Register(b); err != nil {
 		return nil, nil, fmt.Errorf("slack metrics: %w", err)
 	}

@@ -59,7 +59,7 @@ func setup(t testing.TB) *bundle {
 		_ = eng.Start(runCtx)
 	}()
 	t.Cleanup(func() { stop(); <-done })
-	sess := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: models, DefaultModel: "template"}, sessions.EngineOf(eng), log)
+	sess := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: models, DefaultModel: "template"}, eng, log)
 	t.Cleanup(sess.Close) // before the engine and database stop: background turns settle first
 	b := &bundle{db: db, lib: lib, sess: sess, eng: eng, users: map[string]*store.User{}}
 	hash, err := bcrypt.GenerateFromPassword([]byte(testPassword), bcrypt.MinCost)

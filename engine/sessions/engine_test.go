@@ -29,7 +29,7 @@ func withEngine(t *testing.T) (*sessions.Service, *engine.Engine, *sqlite.DB) {
 	require.NoError(t, library.New(db, log).SeedExamples(ctx))
 	models := model.NewRegistry("template", model.Config{})
 	eng := engine.New(engine.Config{Workers: 1, DisableScheduler: true, SlackStewards: []string{"USTEWARD"}}, db, models, log)
-	svc := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: models, DefaultModel: "template"}, sessions.EngineOf(eng), log)
+	svc := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: models, DefaultModel: "template"}, eng, log)
 	t.Cleanup(func() {
 		svc.Close()
 		require.NoError(t, db.Close())

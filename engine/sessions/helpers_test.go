@@ -88,23 +88,23 @@ func types(evs []*store.Event) []string {
 // it lands: it records what sessions asked of it and answers like it.
 type recordingEngine struct {
 	mu        sync.Mutex
-	enqueued  []sessions.EnqueueParams
+	enqueued  []engine.EnqueueParams
 	cancelled []string // "sessionID by"
 }
 
-func (e *recordingEngine) Enqueue(ctx context.Context, p sessions.EnqueueParams) (sessions.EnqueueResult, error) {
+func (e *recordingEngine) Enqueue(ctx context.Context, p engine.EnqueueParams) (*store.QueueItem, bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if p.Command == "/missing" {
-		return sessions.EnqueueResult{}, fmt.Errorf("workflow %s: %w", p.Command, store.ErrNotFound)
+		return nil, false, fmt.Errorf("workflow %s: %w", p.Command, store.ErrNotFound)
 	}
 	for i, q := range e.enqueued {
 		if q.Command == p.Command && q.DedupeKey == p.DedupeKey {
-			return sessions.EnqueueResult{ItemID: fmt.Sprintf("itm_%d", i+1)}, nil
+			return &store.QueueItem{ID: fmt.Sprintf("itm_%d", i+1)}, false, nil
 		}
 	}
 	e.enqueued = append(e.enqueued, p)
-	return sessions.EnqueueResult{ItemID: fmt.Sprintf("itm_%d", len(e.enqueued)), Enqueued: true}, nil
+	return &store.QueueItem{ID: fmt.Sprintf("itm_%d", len(e.enqueued))}, true, nil
 }
 
 func (e *recordingEngine) CancelSessionRuns(ctx context.Context, sessionID string, by engine.Decider) (int, error) {
@@ -125,10 +125,10 @@ func user(id string) engine.Decider {
 	return engine.Decider{UserID: id, Role: store.RoleSteward, Via: "api"}
 }
 
-func (e *recordingEngine) snapshot() ([]sessions.EnqueueParams, []string) {
+func (e *recordingEngine) snapshot() ([]engine.EnqueueParams, []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return append([]sessions.EnqueueParams(nil), e.enqueued...), append([]string(nil), e.cancelled...)
+	return append([]engine.EnqueueParams(nil), e.enqueued...), append([]string(nil), e.cancelled...)
 }
 
 // chatServer speaks the Chat Completions wire format; handle answers call n

@@ -39,7 +39,7 @@ func startProcess(t *testing.T, path, runner string, llm *fakellm.Server, start 
 	eng := engine.New(engine.Config{Workers: 2, RunnerID: runner, DisableScheduler: true, PassInterval: time.Hour,
 		CancelPoll: 20 * time.Millisecond}, db, models, log)
 	svc := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: models, DefaultModel: "openai:slow",
-		TurnHeartbeat: 20 * time.Millisecond}, sessions.EngineOf(eng), log)
+		TurnHeartbeat: 20 * time.Millisecond}, eng, log)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	if start {

@@ -26,30 +26,13 @@ func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
-// EnqueueParams asks the engine to queue a workflow item for a session.
-type EnqueueParams struct {
-	Command   string // with its leading slash
-	DedupeKey string
-	Payload   map[string]any
-	SessionID string
-	// OwnerUID is who asked ("slack:U1", "user:<id>", "key:<id>"); the
-	// engine uses it for self-approval checks.
-	OwnerUID string
-}
-
-// EnqueueResult is what the engine answered.
-type EnqueueResult struct {
-	ItemID   string
-	Enqueued bool
-}
-
-// Engine is the part of the workflow engine sessions need. It is an
-// interface so the runtime can run without an engine (New takes nil);
-// EngineOf adapts the real one.
+// Engine is the part of the workflow engine sessions need, as
+// *engine.Engine has it. It is an interface so the runtime can run without
+// an engine (New takes nil) and tests can record what it asked.
 type Engine interface {
 	// Enqueue wraps store.ErrNotFound for an unknown command and
 	// store.ErrConflict for a workflow that is not live.
-	Enqueue(ctx context.Context, p EnqueueParams) (EnqueueResult, error)
+	Enqueue(ctx context.Context, p engine.EnqueueParams) (*store.QueueItem, bool, error)
 	// CancelSessionRuns cancels the session's in-flight runs and rejects
 	// its holds as by's decisions.
 	CancelSessionRuns(ctx context.Context, sessionID string, by engine.Decider) (int, error)

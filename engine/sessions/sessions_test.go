@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -310,7 +311,7 @@ func TestTemplateTurn(t *testing.T) {
 		require.Contains(t, res.Reply.Payload["text"], "Queued /draft-memo")
 		enq, _ := b.eng.snapshot()
 		require.Len(t, enq, 1)
-		require.Equal(t, sessions.EnqueueParams{Command: "/draft-memo", DedupeKey: enq[0].DedupeKey,
+		require.Equal(t, engine.EnqueueParams{Command: "/draft-memo", DedupeKey: enq[0].DedupeKey,
 			Payload: map[string]any{"brief": "a memo about otters", "title": "a memo about otters"}, SessionID: ses.ID, OwnerUID: "user:u"}, enq[0])
 		require.Equal(t, []string{store.EventUserMessage, store.EventToolResult, store.EventAssistantMessage}, types(b.events(t, ses.ID)))
 

@@ -566,14 +566,14 @@ func (s *Service) enqueue(ctx context.Context, sessionID, actor string, input ma
 	if title := firstLine(brief, 80); title != "" {
 		payload["title"] = title
 	}
-	res, err := s.eng.Enqueue(ctx, EnqueueParams{Command: cmd, DedupeKey: dedupe, Payload: payload,
+	it, enqueued, err := s.eng.Enqueue(ctx, engine.EnqueueParams{Command: cmd, DedupeKey: dedupe, Payload: payload,
 		SessionID: sessionID, OwnerUID: actor})
 	if err != nil {
 		return map[string]any{"error": err.Error()}
 	}
 	s.log.InfoContext(ctx, "workflow enqueued from session", slog.String("session_id", sessionID),
-		slog.String("item_id", res.ItemID), slog.String("command", cmd), slog.Bool("enqueued", res.Enqueued))
-	return map[string]any{"command": cmd, "enqueued": res.Enqueued, "itemId": res.ItemID}
+		slog.String("item_id", it.ID), slog.String("command", cmd), slog.Bool("enqueued", enqueued))
+	return map[string]any{"command": cmd, "enqueued": enqueued, "itemId": it.ID}
 }
 
 // historyEvents bounds how much transcript a turn sends the model; /compact
