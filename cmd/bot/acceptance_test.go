@@ -28,7 +28,9 @@ import (
 // test starts, so no goroutine reads time.Local while it changes.
 func TestMain(m *testing.M) {
 	time.Local = time.FixedZone("IST", 5*3600+30*60)
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBinary()
+	os.Exit(code)
 }
 
 const acceptanceInternalKey = "acceptance-internal-key"
