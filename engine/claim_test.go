@@ -2,12 +2,17 @@ package engine
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -115,4 +120,89 @@ func TestItemsSharingASessionAllRun(t *testing.T) {
 			require.Equal(t, tc.shared, started, "each shared item's run_started is in the session")
 		})
 	}
+}
+
+// records keeps the log records of one engine for a test to read.
+type records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec.Clone())
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+
+// count is how many records at level or above have a message starting with
+// prefix.
+func (r *records) count(level slog.Level, prefix string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.recs {
+		if rec.Level >= level && strings.HasPrefix(rec.Message, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPersistentClaimFailureBacksOff: a claim that fails for a reason that
+// does not go away (here an item naming a session that does not exist, so
+// its run_started line has nowhere to go) is retried after a growing delay
+// and logged once, however often the runner is woken: wake-ups (enqueues,
+// decisions, each worker's safety-net tick) used to retry it every time.
+func TestPersistentClaimFailureBacksOff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{noStart: true})
+	b.workflow(t, "/draft")
+	w, err := b.db.WorkflowGetByCommand(ctx, "/draft")
+	require.NoError(t, err)
+	_, _, err = b.db.QueueItemInsert(ctx, &store.QueueItemInsertParams{ID: store.NewID("itm"), WorkflowMemoID: w.MemoID,
+		Command: "/draft", DedupeKey: "poison", SessionID: "ses_gone"})
+	require.NoError(t, err)
+	logs := &records{}
+	e := New(Config{Workers: 1, DisableScheduler: true, Now: b.clock.Now}, b.db, model.NewRegistry("template", model.Config{}), slog.New(logs))
+	failures := func() float64 { return scrape(t, e)["holdfast_claim_failures_total"] }
+
+	const wakeups = 200
+	for range wakeups {
+		require.Empty(t, e.acquire(ctx, 3))
+	}
+	require.Equal(t, 1.0, failures(), "%d wake-ups in a burst try the failing claim once", wakeups)
+	last := e.claims.delay()
+	require.Positive(t, last)
+	for round := 2; round <= 6; round++ {
+		b.clock.Advance(last)
+		for range wakeups {
+			require.Empty(t, e.acquire(ctx, 3))
+		}
+		require.Equal(t, float64(round), failures(), "one more attempt once the delay has passed")
+		require.Greater(t, e.claims.delay(), last, "each failure waits longer")
+		last = e.claims.delay()
+	}
+	require.Equal(t, 1, logs.count(slog.LevelError, "claiming queue items"), "a failure that repeats is logged once")
+
+	// The cause goes away (the item no longer names a missing session): the
+	// next attempt after the delay claims it, and the streak's end is logged.
+	raw, err := sql.Open("sqlite3", b.path)
+	require.NoError(t, err)
+	defer raw.Close()
+	_, err = raw.Exec(`UPDATE workflow_queue_items SET session_id = '' WHERE dedupe_key = 'poison'`)
+	require.NoError(t, err)
+	b.clock.Advance(last)
+	runs := e.acquire(ctx, 3)
+	require.Len(t, runs, 1)
+	require.Equal(t, 1, logs.count(slog.LevelInfo, "claiming queue items recovered"))
+	require.Equal(t, 6.0, failures())
+	require.Zero(t, e.claims.delay(), "a success resets the backoff")
+	r := e.execute(ctx, runs[0])
+	require.NotNil(t, r)
+	require.Equal(t, store.RunSucceeded, r.Status, r.Error)
 }
