@@ -172,11 +172,19 @@ func (e *Engine) Subscribe(fn func(Event)) {
 	}()
 }
 
+// notify sends evs to every subscriber. It is also where settled runs are
+// counted (holdfast_runs_finished_total): every path that settles a run —
+// the runner, a rejection, a terminate, a hold timeout, recovery — announces
+// it here once, after its commit, so counting here misses none of them, as
+// counting at the runner's own settle did (cancelled and exhausted runs).
 func (e *Engine) notify(evs ...Event) {
 	e.mu.Lock()
 	subs := e.subs
 	e.mu.Unlock()
 	for _, ev := range evs {
+		if ev.Kind == EventRunFinished {
+			e.met.finished.WithLabelValues(ev.Status).Inc()
+		}
 		for _, ch := range subs {
 			select {
 			case ch <- ev:

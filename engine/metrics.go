@@ -30,7 +30,7 @@ func newMetrics(e *Engine) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12),
 		}, []string{"kind"}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "holdfast_runs_finished_total", Help: "Runs settled by this process, by final status.",
+			Name: "holdfast_runs_finished_total", Help: "Runs settled by this process (runner, decision, terminate, timeout or recovery), by final status.",
 		}, []string{"status"}),
 		recoveries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "holdfast_run_recoveries_total", Help: "Stuck runs taken over by recovery.",

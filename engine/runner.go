@@ -527,7 +527,6 @@ func (x *exec) settle(ctx context.Context, status, kind, msg string, dispatch *s
 		x.e.notify(Event{Kind: EventMemoDispatched, RunID: r.ID, ItemID: r.ItemID, SessionID: r.SessionID, Status: r.Status})
 	}
 	x.e.notify(Event{Kind: EventRunFinished, RunID: r.ID, ItemID: r.ItemID, SessionID: r.SessionID, Status: r.Status})
-	x.e.met.finished.WithLabelValues(r.Status).Inc()
 	if status != store.RunSucceeded {
 		x.log.InfoContext(ctx, "run ended", slog.String("status", status), slog.String("error_kind", kind), slog.String("error", msg))
 	}
