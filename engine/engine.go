@@ -301,8 +301,9 @@ func (e *Engine) acquire(ctx context.Context, claim int) []*store.Run {
 	}
 	runs, err := e.claim(ctx, claim)
 	if err != nil {
-		e.met.claimFailures.Inc()
-		e.retryLater(ctx, &e.claims, "claiming queue items", err)
+		if e.retryLater(ctx, &e.claims, "claiming queue items", err) {
+			e.met.claimFailures.Inc()
+		}
 		return nil
 	}
 	e.recovered(ctx, &e.claims, "claiming queue items")
@@ -314,10 +315,10 @@ func (e *Engine) acquire(ctx context.Context, claim int) []*store.Run {
 
 // retryLater records a failure of what on g, logs it if it is the first of
 // its streak (or a different error), and wakes a worker when the retry delay
-// has passed. Cancellation is shutdown, not a failure.
-func (e *Engine) retryLater(ctx context.Context, g *retryGate, what string, err error) {
+// has passed. Cancellation is shutdown, not a failure: it reports false.
+func (e *Engine) retryLater(ctx context.Context, g *retryGate, what string, err error) bool {
 	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
-		return
+		return false
 	}
 	wait, n, report := g.failed(e.cfg.Now(), err)
 	time.AfterFunc(wait, e.signal)
@@ -326,6 +327,7 @@ func (e *Engine) retryLater(ctx context.Context, g *retryGate, what string, err 
 	} else {
 		e.log.DebugContext(ctx, what, slog.Any("error", err), slog.Int("failures", n), slog.Duration("retry_in", wait))
 	}
+	return true
 }
 
 // recovered ends g's failure streak, if any, with one line saying so.
