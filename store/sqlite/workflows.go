@@ -162,9 +162,11 @@ func checkNamesTx(ctx context.Context, tx *sql.Tx, indexes []*store.WorkflowInde
 }
 
 // workflowsNamingQuery lists the workflows recording any of n names, from
-// workflow_names_name (names compare as titles do, ignoring case).
+// workflow_names_name (names compare as titles do, ignoring case). A
+// workflow may come once per name: no DISTINCT, whose temporary b-tree
+// cost more than the rest of a memo write's checks together.
 func workflowsNamingQuery(n int) string {
-	return `SELECT DISTINCT workflow_memo_id FROM workflow_names INDEXED BY workflow_names_name WHERE name IN (` + placeholders(n) + `)`
+	return `SELECT workflow_memo_id FROM workflow_names WHERE name IN (` + placeholders(n) + `)`
 }
 
 // memoNamedQuery answers whether a memo has the id or title ?1; each arm is
