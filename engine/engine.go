@@ -130,6 +130,9 @@ type Engine struct {
 	// resumeHint says approved runs may be waiting, so workers do not
 	// spend a write transaction per wake-up looking for none.
 	resumeHint atomic.Bool
+	// claims and resumes space out retries of a claim (or a resume) that
+	// keeps failing, whatever wakes the workers (see retryGate).
+	claims, resumes retryGate
 	// settling tracks settles a worker handed off (see exec.output);
 	// settleSlots bounds how many are outstanding.
 	settling    sync.WaitGroup
@@ -181,11 +184,19 @@ func (e *Engine) Subscribe(fn func(Event)) {
 	}()
 }
 
+// notify sends evs to every subscriber. It is also where settled runs are
+// counted (holdfast_runs_finished_total): every path that settles a run —
+// the runner, a rejection, a terminate, a hold timeout, recovery — announces
+// it here once, after its commit, so counting here misses none of them, as
+// counting at the runner's own settle did (cancelled and exhausted runs).
 func (e *Engine) notify(evs ...Event) {
 	e.mu.Lock()
 	subs := e.subs
 	e.mu.Unlock()
 	for _, ev := range evs {
+		if ev.Kind == EventRunFinished {
+			e.met.finished.WithLabelValues(ev.Status).Inc()
+		}
 		for _, ch := range subs {
 			select {
 			case ch <- ev:
@@ -278,13 +289,17 @@ func (e *Engine) worker(ctx context.Context, n int) {
 }
 
 // acquire takes work for one worker: approved runs first, then up to claim
-// pending items. A full batch passes the wake-up on to another worker.
+// pending items. A full batch passes the wake-up on to another worker. After
+// a failure, the failing step is skipped until its retry delay has passed,
+// however often workers are woken; a timer wakes one when it has.
 func (e *Engine) acquire(ctx context.Context, claim int) []*store.Run {
-	if e.resumeHint.Swap(false) {
+	if e.resumes.ready(e.cfg.Now()) && e.resumeHint.Swap(false) {
 		runs, err := e.store.RunResumeApproved(ctx, &store.RunAcquireParams{RunnerID: e.cfg.RunnerID, Limit: 5, Now: e.cfg.Now()})
 		if err != nil {
 			e.resumeHint.Store(true)
-			e.logErr(ctx, "resuming approved runs", err)
+			e.retryLater(ctx, &e.resumes, "resuming approved runs", err)
+		} else {
+			e.recovered(ctx, &e.resumes, "resuming approved runs")
 		}
 		if len(runs) > 0 {
 			e.resumeHint.Store(true) // there may be more
@@ -293,15 +308,45 @@ func (e *Engine) acquire(ctx context.Context, claim int) []*store.Run {
 			return runs
 		}
 	}
-	runs, err := e.claim(ctx, claim)
-	if err != nil {
-		e.logErr(ctx, "claiming queue items", err)
+	if !e.claims.ready(e.cfg.Now()) {
 		return nil
 	}
+	runs, err := e.claim(ctx, claim)
+	if err != nil {
+		if e.retryLater(ctx, &e.claims, "claiming queue items", err) {
+			e.met.claimFailures.Inc()
+		}
+		return nil
+	}
+	e.recovered(ctx, &e.claims, "claiming queue items")
 	if len(runs) == claim {
 		e.signal()
 	}
 	return runs
+}
+
+// retryLater records a failure of what on g, logs it if it is the first of
+// its streak (or a different error), and wakes a worker when the retry delay
+// has passed. Cancellation is shutdown, not a failure: it reports false.
+func (e *Engine) retryLater(ctx context.Context, g *retryGate, what string, err error) bool {
+	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+		return false
+	}
+	wait, n, report := g.failed(e.cfg.Now(), err)
+	time.AfterFunc(wait, e.signal)
+	if report {
+		e.log.ErrorContext(ctx, what, slog.Any("error", err), slog.Int("failures", n), slog.Duration("retry_in", wait))
+	} else {
+		e.log.DebugContext(ctx, what, slog.Any("error", err), slog.Int("failures", n), slog.Duration("retry_in", wait))
+	}
+	return true
+}
+
+// recovered ends g's failure streak, if any, with one line saying so.
+func (e *Engine) recovered(ctx context.Context, g *retryGate, what string) {
+	if n, since := g.succeeded(); n > 0 {
+		e.log.InfoContext(ctx, what+" recovered", slog.Int("failures", n), slog.Duration("failing_for", e.cfg.Now().Sub(since)))
+	}
 }
 
 // claim takes up to limit pending items, oldest first: the engine picks

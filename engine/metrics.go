@@ -17,6 +17,9 @@ type metrics struct {
 	recoveries   prometheus.Counter
 	exhausted    prometheus.Counter
 	resumed      prometheus.Counter
+	// claimFailures counts failed claims: a persistent one shows as a
+	// slowly growing count (the runner backs off), not as silence.
+	claimFailures prometheus.Counter
 }
 
 func newMetrics(e *Engine) *metrics {
@@ -27,7 +30,7 @@ func newMetrics(e *Engine) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12),
 		}, []string{"kind"}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "holdfast_runs_finished_total", Help: "Runs settled by this process, by final status.",
+			Name: "holdfast_runs_finished_total", Help: "Runs settled by this process (runner, decision, terminate, timeout or recovery), by final status.",
 		}, []string{"status"}),
 		recoveries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "holdfast_run_recoveries_total", Help: "Stuck runs taken over by recovery.",
@@ -38,8 +41,11 @@ func newMetrics(e *Engine) *metrics {
 		resumed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "holdfast_runs_resumed_total", Help: "Approved runs resumed after a hold.",
 		}),
+		claimFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "holdfast_claim_failures_total", Help: "Claims of pending queue items that failed (retried with backoff).",
+		}),
 	}
-	m.reg.MustRegister(m.stepDuration, m.finished, m.recoveries, m.exhausted, m.resumed,
+	m.reg.MustRegister(m.stepDuration, m.finished, m.recoveries, m.exhausted, m.resumed, m.claimFailures,
 		&storeCollector{e: e}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

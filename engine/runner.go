@@ -485,6 +485,10 @@ func (x *exec) flushed() {
 	x.evNotes = nil
 }
 
+// staleSettleRetries bounds how often one settle recompiles the workflows
+// its dispatched memo affects and tries again.
+const staleSettleRetries = 8
+
 // settleFailed ends the run as failed (or cancelled) with kind.
 func (x *exec) settleFailed(ctx context.Context, kind, msg string) *store.Run {
 	status := store.RunFailed
@@ -507,9 +511,20 @@ func (x *exec) settle(ctx context.Context, status, kind, msg string, dispatch *s
 	ctx = context.WithoutCancel(ctx) // a settle must not be torn by shutdown
 	evs := append(append(slices.Clip(x.events), extra...),
 		finishedEvent(&store.Run{ID: x.run.ID, Status: status, ErrorKind: kind, Error: msg}))
-	r, err := x.e.store.RunSettle(ctx, &store.RunSettleParams{RunID: x.run.ID, Lease: x.run.Lease, Now: x.e.cfg.Now(),
+	p := &store.RunSettleParams{RunID: x.run.ID, Lease: x.run.Lease, Now: x.e.cfg.Now(),
 		Status: status, ErrorKind: kind, Error: msg, Manifest: x.manifestArg(), Steps: x.steps, State: x.stateJSON(),
-		Guards: x.guardsJSON(), Dispatch: dispatch, Events: evs})
+		Guards: x.guardsJSON(), Dispatch: dispatch, Events: evs}
+	r, err := x.e.store.RunSettle(ctx, p)
+	// A dispatched memo that workflows name (a Gate they were missing, a
+	// stub that is a workflow memo) must recompile them in the same commit:
+	// the store refuses the settle until it does. Rare, so the recompiles
+	// are made only when asked for.
+	for attempt := 0; dispatch != nil && errors.Is(err, store.ErrStaleCompile) && attempt < staleSettleRetries; attempt++ {
+		if err = x.e.lib.PrepareDispatch(ctx, dispatch); err != nil {
+			break
+		}
+		r, err = x.e.store.RunSettle(ctx, p)
+	}
 	if err != nil {
 		if dispatch != nil && errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrLeaseLost) {
 			x.log.WarnContext(ctx, "dispatch refused", slog.Any("error", err))
@@ -530,7 +545,6 @@ func (x *exec) settle(ctx context.Context, status, kind, msg string, dispatch *s
 		x.e.notify(Event{Kind: EventMemoDispatched, RunID: r.ID, ItemID: r.ItemID, SessionID: r.SessionID, Status: r.Status})
 	}
 	x.e.notify(Event{Kind: EventRunFinished, RunID: r.ID, ItemID: r.ItemID, SessionID: r.SessionID, Status: r.Status})
-	x.e.met.finished.WithLabelValues(r.Status).Inc()
 	if status != store.RunSucceeded {
 		x.log.InfoContext(ctx, "run ended", slog.String("status", status), slog.String("error_kind", kind), slog.String("error", msg))
 	}

@@ -53,6 +53,14 @@ func ReasonOf(err error) string {
 	return err.Error()
 }
 
+// ErrStaleCompile refuses a memo write (or a re-index) that would leave a
+// workflow's index describing a library that no longer exists: a workflow
+// naming the written memo is missing from the write's Dependents, a name an
+// index records no longer answers as it did, or a workflow changed since it
+// was recompiled. The library recompiles against the store as it is now and
+// tries again; it is not a conflict the caller made.
+var ErrStaleCompile = errors.New("workflow compile is stale")
+
 // Store is everything Holdfast persists. Methods are named noun-then-verb and
 // take ctx first, as River's driver does.
 type Store interface {
@@ -88,20 +96,26 @@ type Memo struct {
 const MemoTypeWorkflow = "workflow"
 
 // MemoCreateParams creates a memo. Workflow, when set, indexes the memo as a
-// workflow in the same transaction.
+// workflow in the same transaction; a workflow memo must have it.
+// Dependents re-index, in the same transaction, every workflow that names
+// the new memo's title or id (see WorkflowRecompile): a create that leaves
+// one out is ErrStaleCompile and writes nothing.
 type MemoCreateParams struct {
-	Title    string
-	Body     string
-	MemoType string
-	Tags     []string
-	Notes    string
-	Unlisted bool
-	Workflow *WorkflowIndex
+	Title      string
+	Body       string
+	MemoType   string
+	Tags       []string
+	Notes      string
+	Unlisted   bool
+	Workflow   *WorkflowIndex
+	Dependents []*WorkflowRecompile
 }
 
 // MemoUpdateParams is a compare-and-set update: it applies only while the
 // memo's contentVersion still equals ExpectedVersion, else ErrConflict.
-// Nil pointers leave a field as it is.
+// Nil pointers leave a field as it is. A workflow memo's body changes only
+// with its Workflow index. Dependents are MemoCreateParams', for every
+// workflow naming the memo's id or its title before or after the update.
 type MemoUpdateParams struct {
 	ID              string
 	ExpectedVersion int64
@@ -111,6 +125,7 @@ type MemoUpdateParams struct {
 	Tags            *[]string
 	Unlisted        *bool
 	Workflow        *WorkflowIndex
+	Dependents      []*WorkflowRecompile
 }
 
 // MemoSearchParams lists memos. A non-empty Query is a full-text match over
@@ -131,6 +146,38 @@ type MemoStore interface {
 	MemoGetByTitle(ctx context.Context, title string) (*Memo, error)
 	MemoUpdate(ctx context.Context, p *MemoUpdateParams) (*Memo, error)
 	MemoSearch(ctx context.Context, p *MemoSearchParams) ([]*Memo, error)
+	// MemoIDsNamed lists the ids of the memos answering to name as a Gate or
+	// Hook name (NameMatchesMemo): the memo with that id, and every memo
+	// with that title. None is an empty list, not ErrNotFound.
+	MemoIDsNamed(ctx context.Context, name string) ([]string, error)
+}
+
+// NameMatchesMemo reports whether a Gate or Hook name names the memo with
+// this id and title (SPEC §4.1: memos are named by title or id): its id
+// exactly, or its title ignoring the case of ASCII letters, the comparison
+// every store's title lookup makes (SQLite's NOCASE). The library uses it to
+// see the library as a pending write will leave it; the store checks the
+// same rule when the write commits.
+func NameMatchesMemo(name, id, title string) bool {
+	if name == id {
+		return true
+	}
+	if len(name) != len(title) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if lowerASCII(name[i]) != lowerASCII(title[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // CompileError is one workflow compile error as stored and shown.
@@ -147,6 +194,47 @@ type WorkflowIndex struct {
 	Summary string
 	Invoke  string
 	Errors  []CompileError
+	// Names are the Gate and Hook names the compile looked up, each with
+	// the answer it got. The store keeps them, which is how a write of a
+	// memo finds the workflows naming it, and checks every answer again when
+	// the index is written: one that no longer holds is ErrStaleCompile.
+	Names []WorkflowName
+}
+
+// WorkflowName is one name a workflow's compile looked up and whether a
+// memo answered to it.
+type WorkflowName struct {
+	Name   string
+	Exists bool
+}
+
+// WorkflowRecompile is a workflow re-indexed because the library changed
+// (a memo it names was written, or the index predates what the store now
+// keeps). MemoVersion and Revision are the workflow memo's contentVersion
+// and its index's revision as read for the compile: if either has moved
+// when the write commits, the write is ErrStaleCompile.
+type WorkflowRecompile struct {
+	MemoID      string
+	MemoVersion int64
+	Revision    int64
+	Index       *WorkflowIndex
+}
+
+// WorkflowSource is what recompiling a workflow needs: its memo, its index
+// as stored, the index's revision and the names the index records.
+type WorkflowSource struct {
+	Memo     *Memo
+	Workflow *Workflow
+	Revision int64
+	Names    []string
+}
+
+// WorkflowSourceListParams selects workflows to recompile: those whose
+// index records any of Names (compared as titles are), or every workflow
+// when All is set.
+type WorkflowSourceListParams struct {
+	Names []string
+	All   bool
 }
 
 // Workflow is a row of the workflow index joined with its memo's title.
@@ -169,6 +257,11 @@ type WorkflowStore interface {
 	WorkflowGetByMemoID(ctx context.Context, memoID string) (*Workflow, error)
 	// WorkflowStatusSet pauses or resumes a workflow without editing its memo.
 	WorkflowStatusSet(ctx context.Context, memoID, status string) (*Workflow, error)
+	// WorkflowSourceList reads the workflows p selects, for recompiling.
+	WorkflowSourceList(ctx context.Context, p *WorkflowSourceListParams) ([]*WorkflowSource, error)
+	// WorkflowReindex writes recompiled indexes in one transaction, checked
+	// as a memo write's Dependents are (ErrStaleCompile).
+	WorkflowReindex(ctx context.Context, rs []*WorkflowRecompile) error
 }
 
 // Roles, weakest first.

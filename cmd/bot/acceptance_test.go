@@ -28,7 +28,9 @@ import (
 // test starts, so no goroutine reads time.Local while it changes.
 func TestMain(m *testing.M) {
 	time.Local = time.FixedZone("IST", 5*3600+30*60)
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBinary()
+	os.Exit(code)
 }
 
 const acceptanceInternalKey = "acceptance-internal-key"
@@ -216,11 +218,13 @@ func setupAcceptance(t *testing.T, internalKey string) *acc {
 	for name, body := range map[string]string{"paused.md": pausedWorkflow, "echo.md": echoWorkflow, "broken.md": brokenWorkflow} {
 		require.NoError(t, os.WriteFile(filepath.Join(wf, name), []byte(body), 0o600))
 	}
-	out := a.cli(t, "", "workflow", "import", wf)
+	out, err := runCLI(t, a.env, "", "workflow", "import", wf)
+	require.ErrorContains(t, err, "do not compile", "a memo that does not compile fails the import (SPEC §8)")
 	require.Contains(t, out, "created")
 	require.Contains(t, out, "/echo-probe")
-	require.Contains(t, out, "worktree", "import prints compile errors")
-	again := a.cli(t, "", "workflow", "import", wf)
+	require.Regexp(t, `broken\.md:\d+: .*worktree`, out, "import prints compile errors with line numbers")
+	again, err := runCLI(t, a.env, "", "workflow", "import", wf)
+	require.Error(t, err, "still broken")
 	require.NotContains(t, again, "created", "import is idempotent by command")
 
 	a.url, _ = startServe(t, a.env)

@@ -260,6 +260,10 @@ func cmdWorkflowImport(ctx context.Context, args []string, env map[string]string
 	}
 	defer db.Close()
 	lib := library.New(db, newLogger(stderr))
+	// A memo that does not compile is still imported (as a draft, so a
+	// steward can fix it in the console), but the import fails: a script
+	// or CI job importing workflows must not take a broken one for done.
+	var broken []string
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -281,6 +285,13 @@ func cmdWorkflowImport(ctx context.Context, args []string, env map[string]string
 		for _, e := range w.Errors {
 			fmt.Fprintf(stdout, "  %s:%d: %s\n", f, e.Line, e.Message)
 		}
+		if len(w.Errors) > 0 {
+			broken = append(broken, f)
+		}
+	}
+	if len(broken) > 0 {
+		return fmt.Errorf("workflow import: %d of %d memos do not compile (imported as drafts; errors above): %s",
+			len(broken), len(files), strings.Join(broken, ", "))
 	}
 	return nil
 }

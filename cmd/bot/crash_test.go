@@ -52,9 +52,10 @@ const crashWorkflow = `# Crash drafts
 
 // proc is a running `bot serve` process.
 type proc struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan error
+	cmd    *exec.Cmd
+	url    string
+	done   chan error
+	stderr *syncBuffer // its log
 }
 
 func startProc(t *testing.T, bin string, env []string) *proc {
@@ -63,10 +64,9 @@ func startProc(t *testing.T, bin string, env []string) *proc {
 	cmd.Env = env
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	p := &proc{cmd: cmd, done: make(chan error, 1), stderr: &syncBuffer{}}
+	cmd.Stderr = p.stderr
 	require.NoError(t, cmd.Start())
-	p := &proc{cmd: cmd, done: make(chan error, 1)}
 	urls := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -80,7 +80,7 @@ func startProc(t *testing.T, bin string, env []string) *proc {
 	select {
 	case p.url = <-urls:
 	case err := <-p.done:
-		t.Fatalf("serve exited early: %v\n%s", err, stderr.String())
+		t.Fatalf("serve exited early: %v\n%s", err, p.stderr.String())
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatal("serve did not start")
@@ -112,11 +112,7 @@ func TestCrashMidRunDispatchesEachItemOnce(t *testing.T) {
 	}
 	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "bot")
-	build := exec.Command("go", "build", "-tags", "sqlite_fts5", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=1")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := botBinary(t)
 
 	llm := fakellm.New(true) // every call blocks until Unblock
 	t.Cleanup(llm.Close)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -173,6 +174,65 @@ func TestCLI(t *testing.T) {
 			}
 			require.NoError(t, err, out)
 			require.Contains(t, out, tc.wantOut)
+		})
+	}
+}
+
+// TestWorkflowImportFailsOnMemosThatDoNotCompile is SPEC §8: `bot workflow
+// import` exits non-zero when a memo does not compile, still imports it as
+// a draft, and prints its errors with line numbers.
+func TestWorkflowImportFailsOnMemosThatDoNotCompile(t *testing.T) {
+	t.Parallel()
+	good := strings.ReplaceAll(crashWorkflow, "¦", "`")
+	badGate := strings.Replace(good, "## Load Contract\n", "## Load Contract\n- **Gate** No such memo\n", 1)
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string
+		wantErr string
+		// drafts are the commands that must be imported as drafts.
+		drafts []string
+		lines  []string
+	}{
+		{name: "AllCompile", files: map[string]string{"good.md": good}},
+		{name: "BrokenPolicy", files: map[string]string{"good.md": good, "broken.md": brokenWorkflow},
+			wantErr: "1 of 2 memos do not compile", drafts: []string{"/broken-probe"}, lines: []string{`broken\.md:\d+: .*worktree`}},
+		{name: "MissingGate", files: map[string]string{"gate.md": strings.Replace(badGate, "/crash-draft", "/gate-draft", 1)},
+			wantErr: "1 of 1 memos do not compile", drafts: []string{"/gate-draft"}, lines: []string{`gate\.md:9: Gate memo "No such memo" does not exist`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			env := map[string]string{"HOLDFAST_DB": filepath.Join(dir, "h.db")}
+			wf := filepath.Join(dir, "wf")
+			require.NoError(t, os.MkdirAll(wf, 0o755))
+			for name, body := range tc.files {
+				require.NoError(t, os.WriteFile(filepath.Join(wf, name), []byte(body), 0o600))
+			}
+			for _, run := range []string{"first", "again"} {
+				out, err := runCLI(t, env, "", "workflow", "import", wf)
+				if tc.wantErr == "" {
+					require.NoError(t, err, "%s: %s", run, out)
+					continue
+				}
+				require.ErrorContains(t, err, tc.wantErr, "%s: %s", run, out)
+				for _, l := range tc.lines {
+					require.Regexp(t, l, out, run)
+				}
+			}
+			db, err := openStore(context.Background(), &config{DB: env["HOLDFAST_DB"]})
+			require.NoError(t, err)
+			defer db.Close()
+			list, err := db.WorkflowList(context.Background())
+			require.NoError(t, err)
+			require.Len(t, list, len(tc.files), "every memo is imported, broken or not")
+			for _, w := range list {
+				if slices.Contains(tc.drafts, w.Command) {
+					require.Equal(t, "draft", w.Status, w.Command)
+					require.NotEmpty(t, w.Errors, w.Command)
+				} else {
+					require.Equal(t, "live", w.Status, w.Command)
+				}
+			}
 		})
 	}
 }

@@ -55,6 +55,12 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 	if err := lib.SeedExamples(ctx); err != nil {
 		return err
 	}
+	// Before the runner and the API: indexes written before the store kept
+	// the names workflows look up (or left stale by older binaries) are
+	// brought in line with the library once, at start.
+	if _, err := lib.Reconcile(ctx); err != nil {
+		return err
+	}
 
 	if c.SlackBotToken == "" {
 		log.Info("Slack is disabled: set SLACK_BOT_TOKEN (and SLACK_APP_TOKEN for Socket Mode, or SLACK_SIGNING_SECRET for HTTP mode) to enable it")

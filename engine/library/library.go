@@ -1,6 +1,11 @@
 // Package library is the memo library's service: every memo write goes
 // through it so that workflow memos are compiled and their index row is
-// written in the same transaction as the memo.
+// written in the same transaction as the memo, and so that every workflow
+// naming the memo (a Gate or Hook, by title or id) is recompiled in that
+// transaction too (SPEC §4.1: compile status follows the library). The store
+// only keeps and checks: it records which names each workflow looked up,
+// lists the workflows naming a memo, and refuses a write whose recompiles
+// are missing or stale (store.ErrStaleCompile); the compiling is done here.
 package library
 
 import (
@@ -26,6 +31,9 @@ type Service struct {
 
 // New returns a library service over s.
 func New(s store.Store, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return &Service{store: s, log: log}
 }
 
@@ -45,11 +53,62 @@ func (s *Service) exists(ctx context.Context, name string) bool {
 	return err == nil
 }
 
-// index compiles body and returns the index row to write with the memo.
-func (s *Service) index(ctx context.Context, body string) *store.WorkflowIndex {
-	m, errs := s.Compile(ctx, body)
+// view is the library as a pending memo write will leave it, for compiling
+// workflows in that write: names answer as the store says now, except that
+// the memo being written answers to its id and its title after the write
+// only. Answers are memoised, so every compile in one write sees one library.
+type view struct {
+	ctx     context.Context
+	store   store.Store
+	id      string // the memo written; "" for a create (its id is not known yet)
+	title   string // its title after the write; "" when nothing is written
+	writing bool
+	answers map[string]bool
+	err     error
+}
+
+func (s *Service) view(ctx context.Context, id, title string, writing bool) *view {
+	return &view{ctx: ctx, store: s.store, id: id, title: title, writing: writing, answers: map[string]bool{}}
+}
+
+func (v *view) exists(name string) bool {
+	if a, ok := v.answers[name]; ok {
+		return a
+	}
+	ids, err := v.store.MemoIDsNamed(v.ctx, name)
+	if err != nil {
+		v.err = fmt.Errorf("looking up memo %q: %w", name, err)
+		return false
+	}
+	n := 0
+	for _, id := range ids {
+		if id != v.id || !v.writing {
+			n++
+		}
+	}
+	if v.writing && store.NameMatchesMemo(name, v.id, v.title) {
+		n++
+	}
+	v.answers[name] = n > 0
+	return n > 0
+}
+
+// index compiles body against v and returns the index row to write, with
+// the names the compile looked up and their answers.
+func (s *Service) index(v *view, body string) (*store.WorkflowIndex, error) {
+	var names []store.WorkflowName
+	m, errs := workflow.Compile([]byte(body), workflow.Options{MemoExists: func(name string) bool {
+		ok := v.exists(name)
+		if !slices.ContainsFunc(names, func(n store.WorkflowName) bool { return n.Name == name }) {
+			names = append(names, store.WorkflowName{Name: name, Exists: ok})
+		}
+		return ok
+	}})
+	if v.err != nil {
+		return nil, v.err
+	}
 	if len(errs) > 0 {
-		idx := &store.WorkflowIndex{Status: workflow.StatusDraft}
+		idx := &store.WorkflowIndex{Status: workflow.StatusDraft, Names: names}
 		for _, e := range errs {
 			idx.Errors = append(idx.Errors, store.CompileError{Line: e.Line, Message: e.Message})
 		}
@@ -58,9 +117,189 @@ func (s *Service) index(ctx context.Context, body string) *store.WorkflowIndex {
 		if cmd := commandOf(body); cmd != "" {
 			idx.Command = cmd
 		}
-		return idx
+		return idx, nil
 	}
-	return &store.WorkflowIndex{Command: m.Command, Status: m.Status, Summary: m.Summary, Invoke: m.Invoke}
+	return &store.WorkflowIndex{Command: m.Command, Status: m.Status, Summary: m.Summary, Invoke: m.Invoke, Names: names}, nil
+}
+
+// reindex recompiles a workflow because the library changed, not its own
+// memo. A workflow that compiled before and still does keeps the status it
+// has (a steward may have paused or resumed it, and its memo is the same);
+// otherwise it takes what the compile says: draft while it does not compile,
+// and the status its memo declares once it does again.
+func (s *Service) reindex(v *view, src *store.WorkflowSource) (*store.WorkflowRecompile, error) {
+	idx, err := s.index(v, src.Memo.Body)
+	if err != nil {
+		return nil, err
+	}
+	if len(idx.Errors) == 0 && len(src.Workflow.Errors) == 0 {
+		idx.Status = src.Workflow.Status
+	}
+	return &store.WorkflowRecompile{MemoID: src.Memo.ID, MemoVersion: src.Memo.ContentVersion, Revision: src.Revision, Index: idx}, nil
+}
+
+// dependents recompiles, against v, every workflow naming any of names
+// (the written memo's id and its titles before and after), except the memo
+// itself when the write carries its own index.
+func (s *Service) dependents(v *view, self string, names ...string) ([]*store.WorkflowRecompile, error) {
+	var unique []string
+	for _, n := range names {
+		if n != "" && !slices.Contains(unique, n) {
+			unique = append(unique, n)
+		}
+	}
+	srcs, err := s.store.WorkflowSourceList(v.ctx, &store.WorkflowSourceListParams{Names: unique})
+	if err != nil {
+		return nil, err
+	}
+	var out []*store.WorkflowRecompile
+	for _, src := range srcs {
+		if src.Memo.ID == self {
+			continue
+		}
+		r, err := s.reindex(v, src)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// staleRetries bounds how often one memo write is recompiled and tried
+// again when the library changed under it (store.ErrStaleCompile).
+const staleRetries = 8
+
+// retryStale runs write until it does not fail with store.ErrStaleCompile.
+// Each attempt recompiles against the library as it then is, so only a
+// library changing that fast, for that long, makes the write give up, as a
+// conflict the caller may retry.
+func retryStale(write func() error) error {
+	var err error
+	for range staleRetries {
+		if err = write(); !errors.Is(err, store.ErrStaleCompile) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: the workflows naming this memo kept changing while it was written; try again: %w", store.ErrConflict, err)
+}
+
+// prepareCreate fills in cp's own index (a workflow memo's) and the
+// workflows its title names, against the library as the create leaves it.
+func (s *Service) prepareCreate(ctx context.Context, cp *store.MemoCreateParams) error {
+	v := s.view(ctx, "", cp.Title, true)
+	cp.Workflow = nil
+	if cp.MemoType == store.MemoTypeWorkflow {
+		idx, err := s.index(v, cp.Body)
+		if err != nil {
+			return err
+		}
+		cp.Workflow = idx
+	}
+	deps, err := s.dependents(v, "", cp.Title)
+	cp.Dependents = deps
+	return err
+}
+
+// prepareUpdate does prepareCreate's work for an update of the memo cur.
+func (s *Service) prepareUpdate(ctx context.Context, cur *store.Memo, up *store.MemoUpdateParams) error {
+	title := cur.Title
+	if up.Title != nil {
+		title = *up.Title
+	}
+	v := s.view(ctx, cur.ID, title, true)
+	up.Workflow = nil
+	if cur.MemoType == store.MemoTypeWorkflow {
+		body := cur.Body
+		if up.Body != nil {
+			body = *up.Body
+		}
+		idx, err := s.index(v, body)
+		if err != nil {
+			return err
+		}
+		up.Workflow = idx
+	}
+	deps, err := s.dependents(v, cur.ID, cur.ID, cur.Title, title)
+	up.Dependents = deps
+	return err
+}
+
+// PrepareDispatch fills in what a run's memo write must carry so that no
+// workflow's index is left stale by it: the workflows naming the memo, and
+// the memo's own index when a stub being updated is a workflow memo. The
+// runner calls it when a settle is refused with store.ErrStaleCompile, which
+// is rare (a workflow names the dispatched memo), so a dispatch costs
+// nothing extra otherwise.
+func (s *Service) PrepareDispatch(ctx context.Context, d *store.DispatchParams) error {
+	switch {
+	case d.Update != nil:
+		cur, err := s.store.MemoGetByID(ctx, d.Update.ID)
+		if err != nil {
+			return err
+		}
+		return s.prepareUpdate(ctx, cur, d.Update)
+	case d.Create != nil:
+		return s.prepareCreate(ctx, d.Create)
+	}
+	return nil
+}
+
+// Reconcile re-indexes every workflow whose index does not match a compile
+// against the library as it is: indexes written before the store kept the
+// names workflows look up (and so left stale by earlier memo writes), or by
+// a binary whose compiler said otherwise. It runs at start, before the
+// runner; it reports how many workflows it re-indexed.
+func (s *Service) Reconcile(ctx context.Context) (int, error) {
+	var n int
+	err := retryStale(func() error {
+		srcs, err := s.store.WorkflowSourceList(ctx, &store.WorkflowSourceListParams{All: true})
+		if err != nil {
+			return err
+		}
+		v := s.view(ctx, "", "", false)
+		var rs []*store.WorkflowRecompile
+		for _, src := range srcs {
+			r, err := s.reindex(v, src)
+			if err != nil {
+				return err
+			}
+			if !indexMatches(r.Index, src) {
+				rs = append(rs, r)
+			}
+		}
+		n = len(rs)
+		return s.store.WorkflowReindex(ctx, rs)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reconcile workflow index: %w", err)
+	}
+	if n > 0 {
+		s.log.InfoContext(ctx, "re-indexed workflows against the library", slog.Int("workflows", n))
+	}
+	return n, nil
+}
+
+// indexMatches reports whether idx says what src's stored index says.
+func indexMatches(idx *store.WorkflowIndex, src *store.WorkflowSource) bool {
+	w := src.Workflow
+	if idx.Command != w.Command || idx.Status != w.Status || idx.Summary != w.Summary || idx.Invoke != w.Invoke ||
+		!slices.Equal(idx.Errors, w.Errors) {
+		return false
+	}
+	// The store keeps names as it compares them, ignoring case.
+	same := func(a, b string) bool { return store.NameMatchesMemo(a, "", b) }
+	for _, n := range idx.Names {
+		if !slices.ContainsFunc(src.Names, func(s string) bool { return same(n.Name, s) }) {
+			return false
+		}
+	}
+	for _, s := range src.Names {
+		if !slices.ContainsFunc(idx.Names, func(n store.WorkflowName) bool { return same(n.Name, s) }) {
+			return false
+		}
+	}
+	return true
 }
 
 func commandOf(body string) string { return workflow.CommandOf([]byte(body)) }
@@ -110,10 +349,16 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*store.Memo, erro
 		return nil, err
 	}
 	cp := &store.MemoCreateParams{Title: p.Title, Body: p.Body, MemoType: p.MemoType, Tags: p.Tags, Notes: p.Notes, Unlisted: p.Unlisted}
-	if p.MemoType == store.MemoTypeWorkflow {
-		cp.Workflow = s.index(ctx, p.Body)
-	}
-	return s.store.MemoCreate(ctx, cp)
+	var m *store.Memo
+	err := retryStale(func() error {
+		if err := s.prepareCreate(ctx, cp); err != nil {
+			return err
+		}
+		var err error
+		m, err = s.store.MemoCreate(ctx, cp)
+		return err
+	})
+	return m, err
 }
 
 // UpdateParams is a compare-and-set update of a memo.
@@ -135,16 +380,21 @@ func (s *Service) Update(ctx context.Context, p UpdateParams) (*store.Memo, erro
 	if p.Title != nil && strings.TrimSpace(*p.Title) == "" {
 		return nil, fmt.Errorf("%w: title cannot be empty", ErrInvalid)
 	}
-	cur, err := s.store.MemoGetByID(ctx, p.ID)
-	if err != nil {
-		return nil, err
-	}
 	up := &store.MemoUpdateParams{ID: p.ID, ExpectedVersion: p.ExpectedVersion, Title: p.Title, Body: &p.Body,
 		Notes: p.Notes, Tags: p.Tags, Unlisted: p.Unlisted}
-	if cur.MemoType == store.MemoTypeWorkflow {
-		up.Workflow = s.index(ctx, p.Body)
-	}
-	return s.store.MemoUpdate(ctx, up)
+	var m *store.Memo
+	err := retryStale(func() error {
+		cur, err := s.store.MemoGetByID(ctx, p.ID)
+		if err != nil {
+			return err
+		}
+		if err := s.prepareUpdate(ctx, cur, up); err != nil {
+			return err
+		}
+		m, err = s.store.MemoUpdate(ctx, up)
+		return err
+	})
+	return m, err
 }
 
 // ImportWorkflow creates or updates the workflow memo for body's Command,

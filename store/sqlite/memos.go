@@ -95,10 +95,9 @@ func memoCreateTx(ctx context.Context, tx *sql.Tx, id string, p *store.MemoCreat
 	if err != nil {
 		return nil, err
 	}
-	if p.Workflow != nil {
-		if err := workflowIndexPut(ctx, tx, id, p.Workflow, ts); err != nil {
-			return nil, err
-		}
+	if err := indexWriteTx(ctx, tx, &memoWrite{id: id, title: p.Title, body: p.Body, memoType: memoType,
+		own: p.Workflow, dependents: p.Dependents, now: ts}); err != nil {
+		return nil, err
 	}
 	// The row is exactly what was inserted; dispatch creates a memo per run,
 	// so it is built here rather than read back.
@@ -154,6 +153,7 @@ func memoUpdateTx(ctx context.Context, tx *sql.Tx, p *store.MemoUpdateParams) (*
 	if cur.ContentVersion != p.ExpectedVersion {
 		return nil, fmt.Errorf("%w: memo is at version %d, expected %d", store.ErrConflict, cur.ContentVersion, p.ExpectedVersion)
 	}
+	before := *cur
 	if p.Title != nil {
 		cur.Title = *p.Title
 	}
@@ -181,10 +181,9 @@ func memoUpdateTx(ctx context.Context, tx *sql.Tx, p *store.MemoUpdateParams) (*
 	if n, _ := res.RowsAffected(); n != 1 {
 		return nil, fmt.Errorf("%w: memo changed concurrently", store.ErrConflict)
 	}
-	if p.Workflow != nil {
-		if err := workflowIndexPut(ctx, tx, p.ID, p.Workflow, now); err != nil {
-			return nil, err
-		}
+	if err := indexWriteTx(ctx, tx, &memoWrite{id: p.ID, before: &before, title: cur.Title, body: cur.Body, memoType: cur.MemoType,
+		own: p.Workflow, dependents: p.Dependents, now: now}); err != nil {
+		return nil, err
 	}
 	return memoGet(ctx, tx, p.ID)
 }

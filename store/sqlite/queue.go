@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -259,12 +260,17 @@ func appendEventList(ctx context.Context, tx *sql.Tx, sessionID string, evs []st
 // counter update per session and one multi-row insert. A run writes several
 // lines per transaction and this is the writer's hottest path. The ts rule
 // is eventAppendTx's: strictly increasing within a session.
+//
+// Groups naming the same session (several items of one session claimed in
+// one pass) are merged first, in order: each session's ts sequence is then
+// assigned once, from its newest ts as read, so no two lines of one batch
+// can be given the same ts whatever the batch holds.
 func appendEventsMulti(ctx context.Context, tx *sql.Tx, groups []sessionEvents) error {
 	var (
 		ids  []any
 		keep []sessionEvents
 	)
-	for _, g := range groups {
+	for _, g := range mergeSessionGroups(groups) {
 		if g.sessionID == "" || len(g.events) == 0 {
 			continue
 		}
@@ -356,6 +362,30 @@ func appendEventsMulti(ctx context.Context, tx *sql.Tx, groups []sessionEvents) 
 		}
 	}
 	return flush()
+}
+
+// mergeSessionGroups folds groups of one session into its first group,
+// keeping every event's relative order; groups without a session or events
+// are dropped (there is no transcript to write to). The caller's slices are
+// never written to: a merge appends to a clipped slice, which copies.
+func mergeSessionGroups(groups []sessionEvents) []sessionEvents {
+	if len(groups) == 1 {
+		return groups // the hot path: one run's lines
+	}
+	out := make([]sessionEvents, 0, len(groups))
+	at := make(map[string]int, len(groups))
+	for _, g := range groups {
+		if g.sessionID == "" || len(g.events) == 0 {
+			continue
+		}
+		if i, ok := at[g.sessionID]; ok {
+			out[i].events = append(slices.Clip(out[i].events), g.events...)
+			continue
+		}
+		at[g.sessionID] = len(out)
+		out = append(out, g)
+	}
+	return out
 }
 
 func placeholders(n int) string {

@@ -116,6 +116,143 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Zero(t, counts[store.ItemPending])
 	})
 
+	// SPEC §4.2: any number of pending items may share a session and be
+	// claimed in one pass; their transcript lines keep a strict order and no
+	// uniqueness collision may stop the claim.
+	t.Run("ClaimManyItemsOfOneSession", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name                        string
+			shared, alone, eventsPerRun int
+		}{
+			{name: "TwoSharedOneEvent", shared: 2, eventsPerRun: 1},
+			{name: "ThreeSharedAndOneAlone", shared: 3, alone: 1, eventsPerRun: 1},
+			{name: "SeveralEventsPerRun", shared: 4, alone: 2, eventsPerRun: 3},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				s := newStore(t)
+				wf := workflow(t, s)
+				ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginUser, Policy: "auto",
+					Events: []*store.EventAppendParams{{Type: "user_message", Actor: "ada"}}})
+				require.NoError(t, err)
+				for i := range tc.shared {
+					_, created, err := s.QueueItemInsert(ctx, &store.QueueItemInsertParams{ID: store.NewID("itm"), WorkflowMemoID: wf,
+						Command: "/w", DedupeKey: fmt.Sprint("shared-", i), SessionID: ses.ID})
+					require.NoError(t, err)
+					require.True(t, created)
+				}
+				for i := range tc.alone {
+					enqueue(t, s, wf, fmt.Sprint("alone-", i))
+				}
+				n := tc.shared + tc.alone
+				pending, err := s.QueueItemListPending(ctx, n)
+				require.NoError(t, err)
+				cs := claims(pending)
+				for c := range cs {
+					runID := store.RunIDForItem(cs[c].ItemID)
+					for i := range tc.eventsPerRun {
+						cs[c].Events = append(cs[c].Events, store.EventAppendParams{Type: "run_started", Actor: "engine",
+							Payload: map[string]any{"runId": runID, "n": float64(i)}})
+					}
+				}
+				runs, err := s.QueueItemClaim(ctx, &store.QueueItemClaimParams{RunnerID: "a", Claims: cs})
+				require.NoError(t, err, "one pass claims every item, however many share a session")
+				require.Len(t, runs, n)
+				left, err := s.QueueItemCountPending(ctx)
+				require.NoError(t, err)
+				require.Zero(t, left)
+
+				evs, err := s.EventList(ctx, &store.EventListParams{SessionID: ses.ID, Limit: 1000})
+				require.NoError(t, err)
+				require.Len(t, evs, 1+tc.shared*tc.eventsPerRun)
+				for i := 1; i < len(evs); i++ {
+					require.True(t, evs[i].TS.After(evs[i-1].TS), "ts strictly increases: %s then %s", evs[i-1].TS, evs[i].TS)
+					require.Greater(t, evs[i].ID, evs[i-1].ID, "ts order is append order")
+				}
+				var want []string
+				for _, r := range runs {
+					if r.SessionID != ses.ID {
+						continue
+					}
+					for i := range tc.eventsPerRun {
+						want = append(want, fmt.Sprint(r.ID, "/", i))
+					}
+				}
+				var got []string
+				for _, ev := range evs[1:] {
+					got = append(got, fmt.Sprint(ev.Payload["runId"], "/", ev.Payload["n"]))
+				}
+				require.Equal(t, want, got, "each run's lines stay together, in claim order")
+				after, err := s.EventList(ctx, &store.EventListParams{SessionID: ses.ID, After: evs[0].TS, Limit: 1000})
+				require.NoError(t, err)
+				require.Len(t, after, len(evs)-1, "after-polling sees every line once")
+				got2, err := s.SessionGetByID(ctx, ses.ID)
+				require.NoError(t, err)
+				require.Equal(t, int64(len(evs)), got2.EventCount)
+				require.Equal(t, evs[len(evs)-1].TS, got2.LastActiveAt)
+			})
+		}
+	})
+
+	// Every write that appends several lines to one session, alone or
+	// beside other writers in one commit, keeps the session's ts strictly
+	// increasing.
+	t.Run("MultiEventWritesKeepStrictOrder", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		wf := workflow(t, s)
+		three := func(kind string) []*store.EventAppendParams {
+			return []*store.EventAppendParams{{Type: kind, Actor: "a"}, {Type: kind, Actor: "b"}, {Type: kind, Actor: "c"}}
+		}
+		ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginUser, Policy: "auto", Events: three("context")})
+		require.NoError(t, err)
+		it, _, err := s.QueueItemInsert(ctx, &store.QueueItemInsertParams{ID: store.NewID("itm"), WorkflowMemoID: wf,
+			Command: "/w", DedupeKey: "k", SessionID: ses.ID})
+		require.NoError(t, err)
+		runs := claim(t, s, "a", 1)
+		require.Len(t, runs, 1)
+		r := runs[0]
+		lines := func(kind string) []store.EventAppendParams {
+			return []store.EventAppendParams{{Type: kind}, {Type: kind}, {Type: store.EventPolicySet, Payload: map[string]any{"policy": "auto"}}, {Type: kind}}
+		}
+		// Several writers at once, so the store may run them in one commit.
+		const writers = 6
+		errs := make(chan error, writers+2)
+		var wg sync.WaitGroup
+		for i := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _, err := s.SessionUpdate(ctx, &store.SessionUpdateParams{ID: ses.ID, Events: three(fmt.Sprint("update_", i))})
+				errs <- err
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- s.RunCheckpoint(ctx, &store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease, Events: lines("run_step")})
+		}()
+		wg.Wait()
+		_, err = s.RunSettle(ctx, &store.RunSettleParams{RunID: r.ID, Lease: r.Lease, Status: store.RunSucceeded,
+			Events: lines("run_finished")})
+		errs <- err
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		evs, err := s.EventList(ctx, &store.EventListParams{SessionID: ses.ID, Limit: 1000})
+		require.NoError(t, err)
+		require.Len(t, evs, 3+writers*3+4+4)
+		for i := 1; i < len(evs); i++ {
+			require.True(t, evs[i].TS.After(evs[i-1].TS), "ts strictly increases: %s then %s", evs[i-1].TS, evs[i].TS)
+		}
+		got, err := s.SessionGetByID(ctx, ses.ID)
+		require.NoError(t, err)
+		require.Equal(t, int64(len(evs)), got.EventCount)
+		require.Equal(t, it.SessionID, ses.ID)
+	})
+
 	t.Run("RunWritesAreFencedAndDispatchIsAtomic", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

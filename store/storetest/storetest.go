@@ -169,6 +169,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
+	runWorkflows(t, newStore)
 	runSessions(t, newStore)
 	runSlack(t, newStore)
 	runEngine(t, newStore)

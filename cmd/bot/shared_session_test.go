@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/engine/fakellm"
+)
+
+// postJSONOut is postJSON that also decodes the answer.
+func postJSONOut(t *testing.T, url, key string, in, out any) int {
+	t.Helper()
+	raw, err := json.Marshal(in)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(raw))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	if out != nil {
+		require.NoError(t, json.Unmarshal(body, out), string(body))
+	}
+	return resp.StatusCode
+}
+
+// TestBinaryRunsItemsSharingASession is issue 9's wedge with the real
+// binary: three items of one session, pending together, are claimed in one
+// pass beside an item of no session, and all of them run (SPEC §4.2). One
+// worker, held in a model call on the first item, makes the three queue up
+// so that its next claim takes them together.
+func TestBinaryRunsItemsSharingASession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	bin := botBinary(t)
+	llm := fakellm.New(true)
+	t.Cleanup(llm.Close)
+	env := append(os.Environ(), "HOLDFAST_DB="+filepath.Join(dir, "holdfast.db"), "HOLDFAST_ADMIN_PASSWORD=shared-session-pw",
+		"OPENAI_BASE_URL="+llm.URL, "OPENAI_API_KEY=sk-test", "HOLDFAST_WORKERS=1")
+	wf := filepath.Join(dir, "draft.md")
+	require.NoError(t, os.WriteFile(wf, []byte(strings.ReplaceAll(crashWorkflow, "¦", "`")), 0o644))
+	cli := func(args ...string) string {
+		c := exec.Command(bin, args...)
+		c.Env = env
+		out, err := c.CombinedOutput()
+		require.NoError(t, err, string(out))
+		return string(out)
+	}
+	cli("workflow", "import", wf)
+	key := lastLine(cli("apikey", "create", "--name", "shared", "--role", "admin"))
+
+	p := startProc(t, bin, env)
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-p.done:
+		case <-time.After(20 * time.Second):
+			_ = p.cmd.Process.Kill()
+		}
+	})
+	enqueue := func(dedupe, sessionID string) string {
+		var out struct{ Item struct{ ID string } }
+		require.Equal(t, http.StatusCreated, postJSONOut(t, p.url+"/api/workflows/crash-draft/enqueue", key, map[string]any{
+			"dedupeKey": dedupe, "sessionId": sessionID,
+			"payload": map[string]any{"title": "Shared " + dedupe, "brief": "zqx" + dedupe},
+		}, &out))
+		return out.Item.ID
+	}
+	items := []string{enqueue("alone", "")}
+	select { // the one worker is now inside the first item's model call
+	case <-llm.Arrived():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first item's run never called the model")
+	}
+	var ses struct{ ID string }
+	require.Equal(t, http.StatusCreated, postJSONOut(t, p.url+"/api/sessions", key, map[string]any{"title": "Shared"}, &ses))
+	for i := range 3 {
+		items = append(items, enqueue(fmt.Sprint("shared-", i), ses.ID))
+	}
+	llm.Unblock()
+
+	require.Eventually(t, func() bool {
+		for _, id := range items {
+			var it struct{ Status string }
+			if getJSON(t, p.url+"/api/queue/"+id, key, &it) != http.StatusOK || it.Status != "done" {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 50*time.Millisecond, "every item runs to done")
+	for _, id := range items {
+		var r struct{ Status, Error string }
+		require.Equal(t, http.StatusOK, getJSON(t, p.url+"/api/runs/run_"+strings.TrimPrefix(id, "itm_"), key, &r))
+		require.Equal(t, "succeeded", r.Status, r.Error)
+	}
+	var evs struct {
+		Events []struct{ TS, Type string }
+	}
+	require.Equal(t, http.StatusOK, getJSON(t, p.url+"/api/sessions/"+ses.ID+"/events", key, &evs))
+	started := 0
+	for i, ev := range evs.Events {
+		if i > 0 {
+			require.Greater(t, ev.TS, evs.Events[i-1].TS, "the session's transcript keeps a strict order")
+		}
+		if ev.Type == "run_started" {
+			started++
+		}
+	}
+	require.Equal(t, 3, started)
+	require.NotContains(t, p.stderr.String(), "claiming queue items", "no claim failed")
+}

@@ -1,0 +1,208 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// start runs b.eng until the test ends (for bundles set up with noStart,
+// so that work can be queued before the first pass).
+func (b *testBundle) start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = b.eng.Start(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// waitFinished waits until every item in ids has a run_finished event and
+// returns their runs as stored.
+func (b *testBundle) waitFinished(t *testing.T, ids ...string) map[string]*store.Run {
+	t.Helper()
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	out := map[string]*store.Run{}
+	deadline := time.After(15 * time.Second)
+	for len(out) < len(want) {
+		select {
+		case ev := <-b.events:
+			if ev.Kind != EventRunFinished || !want[ev.ItemID] {
+				continue
+			}
+			r, err := b.db.RunGetByID(context.Background(), ev.RunID)
+			require.NoError(t, err)
+			out[ev.ItemID] = r
+		case <-deadline:
+			t.Fatalf("timed out: %d of %d items finished", len(out), len(want))
+		}
+	}
+	return out
+}
+
+// TestItemsSharingASessionAllRun is SPEC §4.2: pending items that share a
+// session are claimed together and every one of them runs, whether a pool
+// worker or one synchronous pass takes them.
+func TestItemsSharingASessionAllRun(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		shared int
+		pass   bool
+	}{
+		{name: "PoolThreeShared", shared: 3},
+		{name: "PoolSixShared", shared: 6},
+		{name: "PassThreeShared", shared: 3, pass: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := setup(t, setupOpts{noStart: true})
+			b.workflow(t, "/draft")
+			ses, err := b.db.SessionCreate(ctx, &store.SessionCreateParams{Title: "shared", Origin: store.OriginUser, Policy: "auto"})
+			require.NoError(t, err)
+			var ids []string
+			for i := range tc.shared {
+				ids = append(ids, b.enqueue(t, EnqueueParams{Command: "/draft", SessionID: ses.ID,
+					Payload: map[string]any{"title": fmt.Sprint("Shared ", i), "brief": "b"}}).ID)
+			}
+			alone := b.enqueue(t, EnqueueParams{Command: "/draft", Payload: map[string]any{"title": "Alone", "brief": "b"}})
+			ids = append(ids, alone.ID)
+
+			var runs map[string]*store.Run
+			if tc.pass {
+				res, err := b.eng.RunPass(ctx)
+				require.NoError(t, err, "one pass claims items sharing a session")
+				require.Equal(t, len(ids), res.Started)
+				require.Zero(t, res.FailedItems)
+				runs = map[string]*store.Run{}
+				for _, id := range ids {
+					r, err := b.db.RunGetByID(ctx, store.RunIDForItem(id))
+					require.NoError(t, err)
+					runs[id] = r
+				}
+			} else {
+				b.start(t)
+				runs = b.waitFinished(t, ids...)
+			}
+			for id, r := range runs {
+				require.Equal(t, store.RunSucceeded, r.Status, "item %s: %s", id, r.Error)
+			}
+			evs, err := b.db.EventList(ctx, &store.EventListParams{SessionID: ses.ID, Limit: 1000})
+			require.NoError(t, err)
+			started := 0
+			for i, ev := range evs {
+				if i > 0 {
+					require.True(t, ev.TS.After(evs[i-1].TS), "the shared transcript keeps a strict order")
+				}
+				if ev.Type == EventRunStarted {
+					started++
+				}
+			}
+			require.Equal(t, tc.shared, started, "each shared item's run_started is in the session")
+		})
+	}
+}
+
+// records keeps the log records of one engine for a test to read.
+type records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec.Clone())
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+
+// count is how many records at level or above have a message starting with
+// prefix.
+func (r *records) count(level slog.Level, prefix string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.recs {
+		if rec.Level >= level && strings.HasPrefix(rec.Message, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPersistentClaimFailureBacksOff: a claim that fails for a reason that
+// does not go away (here an item naming a session that does not exist, so
+// its run_started line has nowhere to go) is retried after a growing delay
+// and logged once, however often the runner is woken: wake-ups (enqueues,
+// decisions, each worker's safety-net tick) used to retry it every time.
+func TestPersistentClaimFailureBacksOff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{noStart: true})
+	b.workflow(t, "/draft")
+	w, err := b.db.WorkflowGetByCommand(ctx, "/draft")
+	require.NoError(t, err)
+	_, _, err = b.db.QueueItemInsert(ctx, &store.QueueItemInsertParams{ID: store.NewID("itm"), WorkflowMemoID: w.MemoID,
+		Command: "/draft", DedupeKey: "poison", SessionID: "ses_gone"})
+	require.NoError(t, err)
+	logs := &records{}
+	e := New(Config{Workers: 1, DisableScheduler: true, Now: b.clock.Now}, b.db, model.NewRegistry("template", model.Config{}), slog.New(logs))
+	failures := func() float64 { return scrape(t, e)["holdfast_claim_failures_total"] }
+
+	const wakeups = 200
+	for range wakeups {
+		require.Empty(t, e.acquire(ctx, 3))
+	}
+	require.Equal(t, 1.0, failures(), "%d wake-ups in a burst try the failing claim once", wakeups)
+	last := e.claims.delay()
+	require.Positive(t, last)
+	for round := 2; round <= 6; round++ {
+		b.clock.Advance(last)
+		for range wakeups {
+			require.Empty(t, e.acquire(ctx, 3))
+		}
+		require.Equal(t, float64(round), failures(), "one more attempt once the delay has passed")
+		require.Greater(t, e.claims.delay(), last, "each failure waits longer")
+		last = e.claims.delay()
+	}
+	require.Equal(t, 1, logs.count(slog.LevelError, "claiming queue items"), "a failure that repeats is logged once")
+
+	// The cause goes away (the item no longer names a missing session): the
+	// next attempt after the delay claims it, and the streak's end is logged.
+	raw, err := sql.Open("sqlite3", b.path)
+	require.NoError(t, err)
+	defer raw.Close()
+	_, err = raw.Exec(`UPDATE workflow_queue_items SET session_id = '' WHERE dedupe_key = 'poison'`)
+	require.NoError(t, err)
+	b.clock.Advance(last)
+	runs := e.acquire(ctx, 3)
+	require.Len(t, runs, 1)
+	require.Equal(t, 1, logs.count(slog.LevelInfo, "claiming queue items recovered"))
+	require.Equal(t, 6.0, failures())
+	require.Zero(t, e.claims.delay(), "a success resets the backoff")
+	r := e.execute(ctx, runs[0])
+	require.NotNil(t, r)
+	require.Equal(t, store.RunSucceeded, r.Status, r.Error)
+}
