@@ -205,7 +205,7 @@ func (e *Engine) decision(h *store.Hold, a attempt) (*store.HoldDecideParams, st
 			return p, fmt.Sprintf("you already approved this hold (%d of %d approvals); it needs another steward's approval",
 				len(h.Approvals), h.RequiredApprovals)
 		}
-		p.Approvals = append(p.Approvals, store.HoldApproval{By: a.by, Key: a.key, Via: a.via, At: now, Comment: a.comment})
+		p.Approvals = append(p.Approvals, store.HoldApproval{By: a.by, Key: a.key, Via: a.via, At: now.UTC(), Comment: a.comment})
 		if a.force || len(p.Approvals) >= h.RequiredApprovals {
 			p.Status, p.RunDecision = store.HoldApproved, "approved"
 		} else {
