@@ -431,7 +431,7 @@ func TestHolds(t *testing.T) {
 		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: via(Decider{SlackUserID: "UOWN"}, "slack")})
 		require.ErrorIs(t, err, ErrForbidden, "nor from Slack")
 		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "maybe", Decider: via(steward(owner), "console")})
-		require.ErrorIs(t, err, ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		cur, err := b.db.HoldGetByID(ctx, h.ID)
 		require.NoError(t, err)
 		require.Equal(t, store.HoldOpen, cur.Status, "refusals change nothing")
@@ -475,6 +475,26 @@ func TestHolds(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, store.HoldApproved, got.Status)
 		require.Equal(t, store.RunSucceeded, b.waitRun(t, it.ID, EventRunFinished).Status)
+	})
+
+	t.Run("EditRules", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.workflow(t, "/held", "**Approval** `hold`")
+		st := b.user(t, "ada", store.RoleSteward, "")
+		it := b.enqueue(t, EnqueueParams{Command: "/held", Payload: map[string]any{"title": "Orig", "brief": "original"}})
+		h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
+		_, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "reject", Output: "# Other", Decider: via(steward(st), "api")})
+		require.ErrorIs(t, err, store.ErrInvalid, "an edit comes only with an approval")
+		audit, err := b.db.HoldDecisionList(ctx, h.ID)
+		require.NoError(t, err)
+		require.Empty(t, audit, "a malformed request reaches no hold")
+		// A form sends its edit box back as it was, with CRLF line ends: that is no edit.
+		unchanged := strings.ReplaceAll(h.Output, "\n", "\r\n") + "\r\n"
+		got, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "reject", Output: unchanged, Decider: via(steward(st), "console")})
+		require.NoError(t, err)
+		require.Equal(t, store.HoldRejected, got.Status)
+		require.Nil(t, got.EditedOutput)
 	})
 
 	t.Run("ConcurrentDecisionsCountOnce", func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/holdfast-bot/holdfast/engine/workflow"
@@ -54,11 +55,17 @@ type DecideParams struct {
 // resumes the run from the decision recorded on it.
 func (e *Engine) Decide(ctx context.Context, p DecideParams) (*store.Hold, error) {
 	if p.Decision != "approve" && p.Decision != "reject" {
-		return nil, fmt.Errorf("%w: decision must be approve or reject, got %q", ErrInvalid, p.Decision)
+		return nil, store.Refuse(store.ErrInvalid, `decision must be "approve" or "reject", got %q`, p.Decision)
 	}
 	h, err := e.store.HoldGetByID(ctx, p.HoldID)
 	if err != nil {
 		return nil, err
+	}
+	if p.Output = strings.ReplaceAll(p.Output, "\r\n", "\n"); strings.TrimSpace(p.Output) == strings.TrimSpace(h.Output) {
+		p.Output = "" // the output came back unchanged (an edit box sent as it was): not an edit
+	}
+	if p.Output != "" && p.Decision != "approve" {
+		return nil, store.Refuse(store.ErrInvalid, "an edited output can only come with an approval")
 	}
 	d, linked, err := e.resolve(ctx, p.Decider)
 	if err != nil {
@@ -396,6 +403,3 @@ func (e *Engine) CancelSessionRuns(ctx context.Context, sessionID string, by Dec
 	}
 	return n, nil
 }
-
-// ErrInvalid marks a request the caller must fix (a 400).
-var ErrInvalid = errors.New("invalid")

@@ -8,7 +8,6 @@ import (
 	"mime"
 	"net/http"
 
-	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -63,21 +62,19 @@ func codeFor(status int) string {
 	}
 }
 
-// ErrForbidden marks a caller who may not do what they asked.
-var ErrForbidden = errors.New("forbidden")
-
-// Fail maps err to its status and writes it; unexpected errors are logged
-// and their text withheld from the caller.
+// Fail maps err to its status and writes it, once for every route: the
+// store's sentinels pick the status, a Refusal's reason is the message.
+// Unexpected errors are logged and their text withheld from the caller.
 func Fail(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		WriteError(w, http.StatusNotFound, err.Error())
+		WriteError(w, http.StatusNotFound, store.ReasonOf(err))
 	case errors.Is(err, store.ErrConflict):
-		WriteError(w, http.StatusConflict, err.Error())
-	case errors.Is(err, library.ErrInvalid), errors.Is(err, ErrInvalid):
-		WriteError(w, http.StatusBadRequest, err.Error())
-	case errors.Is(err, ErrForbidden):
-		WriteError(w, http.StatusForbidden, err.Error())
+		WriteError(w, http.StatusConflict, store.ReasonOf(err))
+	case errors.Is(err, store.ErrInvalid):
+		WriteError(w, http.StatusBadRequest, store.ReasonOf(err))
+	case errors.Is(err, store.ErrForbidden):
+		WriteError(w, http.StatusForbidden, store.ReasonOf(err))
 	default:
 		log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.Any("error", err))
@@ -85,12 +82,9 @@ func Fail(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	}
 }
 
-// ErrInvalid marks a request a client must fix.
-var ErrInvalid = errors.New("invalid request")
-
-// Invalidf builds an ErrInvalid with a message.
+// Invalidf builds a store.ErrInvalid with the sentence to show.
 func Invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	return store.Refuse(store.ErrInvalid, format, args...)
 }
 
 // Decode reads a JSON body into v: 415 unless the body is JSON, 413 past

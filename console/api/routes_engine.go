@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 
@@ -258,24 +257,9 @@ func (a *API) holdDecide(w http.ResponseWriter, r *http.Request) {
 	if !Decode(w, r, &req) {
 		return
 	}
-	if req.Decision != "approve" && req.Decision != "reject" {
-		WriteError(w, http.StatusBadRequest, `decision must be "approve" or "reject"`)
-		return
-	}
-	if req.Output != "" && req.Decision != "approve" {
-		WriteError(w, http.StatusBadRequest, "an edited output can only come with an approval")
-		return
-	}
 	h, err := a.Engine.Decide(r.Context(), engine.DecideParams{HoldID: chi.URLParam(r, "id"), Decision: req.Decision,
 		Comment: req.Comment, Output: req.Output, Decider: auth.From(r.Context()).Caller()})
-	switch {
-	case errors.Is(err, engine.ErrForbidden):
-		WriteError(w, http.StatusForbidden, err.Error())
-		return
-	case errors.Is(err, engine.ErrInvalid):
-		WriteError(w, http.StatusBadRequest, err.Error())
-		return
-	case err != nil:
+	if err != nil {
 		Fail(w, r, a.Log, err)
 		return
 	}

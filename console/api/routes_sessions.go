@@ -88,15 +88,6 @@ func (a *API) trackSession(next http.Handler) http.Handler {
 	})
 }
 
-// sessionFail adds the runtime's invalid-input error to Fail's mapping.
-func (a *API) sessionFail(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, sessions.ErrInvalid) {
-		WriteError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	Fail(w, r, a.Log, err)
-}
-
 func source(id *auth.Identity) sessions.Source {
 	src := sessions.Source{Via: sessions.ViaConsole}
 	if id != nil {
@@ -122,7 +113,7 @@ func (a *API) sessionCreate(w http.ResponseWriter, r *http.Request) {
 	ses, err := a.Sessions.Create(r.Context(), sessions.CreateParams{Title: req.Title, Tag: req.Tag, Context: req.Context,
 		Source: source(auth.From(r.Context()))})
 	if err != nil {
-		a.sessionFail(w, r, err)
+		Fail(w, r, a.Log, err)
 		return
 	}
 	WriteJSON(w, http.StatusCreated, ses)
@@ -137,7 +128,7 @@ func (a *API) internalSessionCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	ses, err := a.Sessions.CreateAgent(r.Context(), req.Purpose, sessions.Source{Via: sessions.ViaAPI})
 	if err != nil {
-		a.sessionFail(w, r, err)
+		Fail(w, r, a.Log, err)
 		return
 	}
 	WriteJSON(w, http.StatusCreated, ses)
@@ -162,7 +153,7 @@ func (a *API) sessionList(w http.ResponseWriter, r *http.Request) {
 	}
 	page, err := a.Sessions.List(r.Context(), p)
 	if err != nil {
-		a.sessionFail(w, r, err)
+		Fail(w, r, a.Log, err)
 		return
 	}
 	WriteJSON(w, http.StatusOK, page)
@@ -194,7 +185,7 @@ func (a *API) sessionResolve(w http.ResponseWriter, r *http.Request) {
 	}
 	ses, err := a.Sessions.GetByTag(r.Context(), tag)
 	if err != nil {
-		a.sessionFail(w, r, err)
+		Fail(w, r, a.Log, err)
 		return
 	}
 	WriteJSON(w, http.StatusOK, ses)
@@ -203,7 +194,7 @@ func (a *API) sessionResolve(w http.ResponseWriter, r *http.Request) {
 func (a *API) sessionGet(w http.ResponseWriter, r *http.Request) {
 	ses, err := a.Sessions.GetByID(r.Context(), chi.URLParam(r, "id"))
 	if err != nil {
-		a.sessionFail(w, r, err)
+		Fail(w, r, a.Log, err)
 		return
 	}
 	WriteJSON(w, http.StatusOK, ses)
@@ -227,7 +218,7 @@ func (a *API) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	evs, err := a.Sessions.Events(r.Context(), chi.URLParam(r, "id"), after, limit)
 	if err != nil {
-		a.sessionFail(w, r, err)
+		Fail(w, r, a.Log, err)
 		return
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{"events": evs})
@@ -242,7 +233,7 @@ func (a *API) sessionMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := a.Sessions.Message(r.Context(), chi.URLParam(r, "id"), req.Text, auth.From(r.Context()).Caller(), true)
 	if err != nil {
-		a.sessionFail(w, r, err)
+		Fail(w, r, a.Log, err)
 		return
 	}
 	WriteJSON(w, http.StatusAccepted, res)
@@ -257,7 +248,7 @@ func (a *API) sessionCommand(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := a.Sessions.Command(r.Context(), chi.URLParam(r, "id"), req.Command, auth.From(r.Context()).Caller())
 	if err != nil {
-		a.sessionFail(w, r, err)
+		Fail(w, r, a.Log, err)
 		return
 	}
 	WriteJSON(w, http.StatusOK, res)
@@ -277,7 +268,7 @@ func (a *API) sessionFork(w http.ResponseWriter, r *http.Request) {
 	}
 	ses, err := a.Sessions.Fork(r.Context(), chi.URLParam(r, "id"), at)
 	if err != nil {
-		a.sessionFail(w, r, err)
+		Fail(w, r, a.Log, err)
 		return
 	}
 	WriteJSON(w, http.StatusCreated, ses)
@@ -296,7 +287,7 @@ func (a *API) sessionArchive(archived bool) http.HandlerFunc {
 			ses, err = a.Sessions.Unarchive(r.Context(), id)
 		}
 		if err != nil {
-			a.sessionFail(w, r, err)
+			Fail(w, r, a.Log, err)
 			return
 		}
 		WriteJSON(w, http.StatusOK, ses)
@@ -312,7 +303,7 @@ func (a *API) sessionPolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	ses, err := a.Sessions.SetPolicy(r.Context(), chi.URLParam(r, "id"), req.Policy, auth.From(r.Context()).Caller())
 	if err != nil {
-		a.sessionFail(w, r, err)
+		Fail(w, r, a.Log, err)
 		return
 	}
 	WriteJSON(w, http.StatusOK, ses)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -232,32 +231,13 @@ func (c *Console) holdDecide(w http.ResponseWriter, r *http.Request) {
 	}
 	decision := r.PostFormValue("decision")
 	comment := strings.TrimSpace(r.PostFormValue("comment"))
-	output := strings.ReplaceAll(r.PostFormValue("output"), "\r\n", "\n")
-	if strings.TrimSpace(output) == strings.TrimSpace(h.Output) {
-		output = "" // the edit box came back unchanged: not an edited output
-	}
-	if decision != "approve" && decision != "reject" {
-		c.renderHold(w, r, h, http.StatusBadRequest, "Choose approve or reject.")
-		return
-	}
-	if output != "" && decision != "approve" {
-		c.renderHold(w, r, h, http.StatusBadRequest, "An edited output can only come with an approval.")
-		return
-	}
 	id := identity(r)
-	out, err := c.Engine.Decide(ctx, engine.DecideParams{HoldID: h.ID, Decision: decision, Comment: comment, Output: output,
-		Decider: id.Caller()})
-	switch {
-	case errors.Is(err, engine.ErrForbidden):
-		c.renderHold(w, r, h, http.StatusForbidden, store.ReasonOf(err))
+	out, err := c.Engine.Decide(ctx, engine.DecideParams{HoldID: h.ID, Decision: decision, Comment: comment,
+		Output: r.PostFormValue("output"), Decider: id.Caller()})
+	if status, ok := refusalStatus(err); ok {
+		c.renderHold(w, r, h, status, store.ReasonOf(err))
 		return
-	case errors.Is(err, store.ErrConflict):
-		c.renderHold(w, r, h, http.StatusConflict, store.ReasonOf(err))
-		return
-	case errors.Is(err, engine.ErrInvalid):
-		c.renderHold(w, r, h, http.StatusBadRequest, err.Error())
-		return
-	case err != nil:
+	} else if err != nil {
 		c.fail(w, r, err)
 		return
 	}

@@ -73,16 +73,31 @@ func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, status int, 
 // fail maps store sentinels to 404/409 pages; anything else is logged and
 // answered 500 without its text.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
+	switch status, ok := refusalStatus(err); {
 	case errors.Is(err, store.ErrNotFound):
 		c.notFound(w, r)
-	case errors.Is(err, store.ErrConflict):
-		c.errorPage(w, r, http.StatusConflict, "Conflict", err.Error())
+	case ok:
+		c.errorPage(w, r, status, http.StatusText(status), store.ReasonOf(err))
 	default:
 		c.Log.ErrorContext(r.Context(), "console request failed", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.Any("error", err))
 		c.errorPage(w, r, http.StatusInternalServerError, "Something went wrong", "The error has been logged.")
 	}
+}
+
+// refusalStatus maps the store's sentinels other than not-found to the
+// status a page answers with: the console's one mapping of errors a user
+// can act on (their sentence is store.ReasonOf).
+func refusalStatus(err error) (int, bool) {
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return http.StatusConflict, true
+	case errors.Is(err, store.ErrForbidden):
+		return http.StatusForbidden, true
+	case errors.Is(err, store.ErrInvalid):
+		return http.StatusBadRequest, true
+	}
+	return 0, false
 }
 
 func identity(r *http.Request) *auth.Identity { return auth.From(r.Context()) }

@@ -50,7 +50,7 @@ func (c *Console) runList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit, after, err := api.PageParams(q)
 	if err != nil {
-		c.errorPage(w, r, http.StatusBadRequest, "Bad request", strings.TrimPrefix(err.Error(), api.ErrInvalid.Error()+": "))
+		c.fail(w, r, err)
 		return
 	}
 	if q.Get("limit") == "" {

@@ -194,7 +194,7 @@ func (c *Console) sessionsView(ctx context.Context, f sessionFilter) (templates.
 
 func (c *Console) sessionList(w http.ResponseWriter, r *http.Request) {
 	v, err := c.sessionsView(r.Context(), parseSessionFilter(r.URL.Query()))
-	if errors.Is(err, sessions.ErrInvalid) {
+	if errors.Is(err, store.ErrInvalid) {
 		c.errorPage(w, r, http.StatusBadRequest, "Bad request", err.Error())
 		return
 	} else if err != nil {
@@ -226,14 +226,11 @@ func (c *Console) sessionCreate(w http.ResponseWriter, r *http.Request) {
 // sessionFail turns a client mistake into a flash on the page the form
 // came from; anything else is an error page.
 func (c *Console) sessionFail(w http.ResponseWriter, r *http.Request, back string, err error) {
-	switch {
-	case errors.Is(err, sessions.ErrInvalid):
-		c.redirect(w, r, back, err.Error(), true)
-	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrForbidden):
+	if _, ok := refusalStatus(err); ok {
 		c.redirect(w, r, back, store.ReasonOf(err), true)
-	default:
-		c.fail(w, r, err)
+		return
 	}
+	c.fail(w, r, err)
 }
 
 func (c *Console) sessionShow(w http.ResponseWriter, r *http.Request) {

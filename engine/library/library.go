@@ -20,9 +20,6 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-// ErrInvalid marks input a caller must fix (a 400 at the API).
-var ErrInvalid = errors.New("invalid")
-
 // Service writes and reads memos.
 type Service struct {
 	store store.Store
@@ -327,15 +324,15 @@ func validMemoType(t string) error {
 	if t == "" || slices.Contains(MemoTypes, t) {
 		return nil
 	}
-	return fmt.Errorf("%w: memoType %q is not one of %s", ErrInvalid, t, strings.Join(MemoTypes, ", "))
+	return store.Refuse(store.ErrInvalid, "memoType %q is not one of %s", t, strings.Join(MemoTypes, ", "))
 }
 
 func validate(title, body string) error {
 	if strings.TrimSpace(title) == "" {
-		return fmt.Errorf("%w: title is required", ErrInvalid)
+		return store.Refuse(store.ErrInvalid, "title is required")
 	}
 	if strings.TrimSpace(body) == "" {
-		return fmt.Errorf("%w: body is required", ErrInvalid)
+		return store.Refuse(store.ErrInvalid, "body is required")
 	}
 	return nil
 }
@@ -375,10 +372,10 @@ type UpdateParams struct {
 // Update applies p if the memo is still at p.ExpectedVersion.
 func (s *Service) Update(ctx context.Context, p UpdateParams) (*store.Memo, error) {
 	if strings.TrimSpace(p.Body) == "" {
-		return nil, fmt.Errorf("%w: body is required", ErrInvalid)
+		return nil, store.Refuse(store.ErrInvalid, "body is required")
 	}
 	if p.Title != nil && strings.TrimSpace(*p.Title) == "" {
-		return nil, fmt.Errorf("%w: title cannot be empty", ErrInvalid)
+		return nil, store.Refuse(store.ErrInvalid, "title cannot be empty")
 	}
 	up := &store.MemoUpdateParams{ID: p.ID, ExpectedVersion: p.ExpectedVersion, Title: p.Title, Body: &p.Body,
 		Notes: p.Notes, Tags: p.Tags, Unlisted: p.Unlisted}

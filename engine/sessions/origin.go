@@ -1,7 +1,6 @@
 package sessions
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -78,7 +77,7 @@ func checkTags(tags []string, src Source) error {
 	}
 	for _, t := range tags {
 		if strings.HasPrefix(t, tagSlack) || strings.HasPrefix(t, tagWorkflow) {
-			return fmt.Errorf("%w: tag %q is reserved (slack: and workflow: tags are minted by the Slack bridge and the engine)", ErrInvalid, t)
+			return invalidf("tag %q is reserved (slack: and workflow: tags are minted by the Slack bridge and the engine)", t)
 		}
 	}
 	return nil

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -19,11 +18,8 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-// ErrInvalid marks input a caller must fix (the API answers 400).
-var ErrInvalid = errors.New("invalid")
-
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	return store.Refuse(store.ErrInvalid, format, args...)
 }
 
 // Engine is the part of the workflow engine sessions need, as

@@ -67,7 +67,7 @@ func TestCreate(t *testing.T) {
 		require.Equal(t, "nightly triage", ag.Title)
 		require.Equal(t, []string{store.EventContext}, types(b.events(t, ag.ID)))
 		_, err = b.svc.CreateAgent(ctx, "  ", sessions.Source{})
-		require.ErrorIs(t, err, sessions.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 	})
 
 	t.Run("PublicSurfacesCannotMintReservedTags", func(t *testing.T) {
@@ -75,7 +75,7 @@ func TestCreate(t *testing.T) {
 		b := setup(t, setupOpts{})
 		for _, tag := range []string{"slack:C1:2.2", "workflow:itm_9"} {
 			_, err := b.svc.Create(ctx, sessions.CreateParams{Tag: tag, Source: sessions.Source{Via: sessions.ViaAPI, KeyID: "k"}})
-			require.ErrorIs(t, err, sessions.ErrInvalid, tag)
+			require.ErrorIs(t, err, store.ErrInvalid, tag)
 		}
 		ses, err := b.svc.Create(ctx, sessions.CreateParams{Tag: "project:otters", Source: sessions.Source{Via: sessions.ViaConsole, UserID: "u"}})
 		require.NoError(t, err)
@@ -137,7 +137,7 @@ func TestList(t *testing.T) {
 		require.Equal(t, tc.want, ids(page), "origins %v toggle independently", tc.origins)
 	}
 	_, err = b.svc.List(ctx, sessions.ListParams{Origins: []string{"wiki"}})
-	require.ErrorIs(t, err, sessions.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 
 	_, err = b.svc.Archive(ctx, channel.ID)
 	require.NoError(t, err)
@@ -172,7 +172,7 @@ func TestList(t *testing.T) {
 	}
 	require.Equal(t, []string{agent.ID, api.ID, wf.ID, channel.ID, user.ID}, all)
 	_, err = b.svc.List(ctx, sessions.ListParams{Cursor: "not-a-cursor"})
-	require.ErrorIs(t, err, sessions.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 }
 
 func TestForkRestoresEventsAndPostureOfItsMoment(t *testing.T) {
@@ -219,7 +219,7 @@ func TestForkRestoresEventsAndPostureOfItsMoment(t *testing.T) {
 	_, err = b.svc.Fork(ctx, "ses_missing", at.TS)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	_, err = b.svc.Fork(ctx, src.ID, time.Time{})
-	require.ErrorIs(t, err, sessions.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 }
 
 func TestEventsAfterReturnsOnlyNewer(t *testing.T) {
@@ -250,7 +250,7 @@ func TestEventsAfterReturnsOnlyNewer(t *testing.T) {
 	_, err = b.svc.Events(ctx, "ses_missing", timeZero, 0)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	_, err = b.svc.Events(ctx, ses.ID, timeZero, sessions.MaxEventPage+1)
-	require.ErrorIs(t, err, sessions.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 }
 
 func TestNormalizePolicy(t *testing.T) {
@@ -270,7 +270,7 @@ func TestSetPolicy(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.PolicyYolo, got.Policy)
 	_, err = b.svc.SetPolicy(ctx, ses.ID, "reckless", user("u"))
-	require.ErrorIs(t, err, sessions.ErrInvalid)
+	require.ErrorIs(t, err, store.ErrInvalid)
 	evs := b.events(t, ses.ID)
 	require.Equal(t, []string{store.EventPolicySet}, types(evs), "a refused posture changes nothing")
 	require.Equal(t, "yolo", evs[0].Payload["policy"])
@@ -337,11 +337,11 @@ func TestTemplateTurn(t *testing.T) {
 		ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 		require.NoError(t, err)
 		_, err = b.svc.Message(ctx, ses.ID, "  ", user("u"), false)
-		require.ErrorIs(t, err, sessions.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		_, err = b.svc.Message(ctx, "ses_missing", "hi", user("u"), false)
 		require.ErrorIs(t, err, store.ErrNotFound)
 		_, err = b.svc.Command(ctx, ses.ID, "/reboot", user("u"))
-		require.ErrorIs(t, err, sessions.ErrInvalid)
+		require.ErrorIs(t, err, store.ErrInvalid)
 		require.Empty(t, b.events(t, ses.ID))
 	})
 }
