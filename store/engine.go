@@ -164,6 +164,12 @@ type QueueItemClaimParams struct {
 	Claims   []ItemClaim
 }
 
+// QueueItemHead is what choosing an item to claim needs of it.
+type QueueItemHead struct {
+	ID      string
+	Command string
+}
+
 // ItemClaim is one item to claim and its run's first transcript events.
 type ItemClaim struct {
 	ItemID string
@@ -376,8 +382,9 @@ type EngineStore interface {
 	// QueueItemCountPending is one indexed count.
 	QueueItemCountPending(ctx context.Context) (int64, error)
 	QueueItemCountByStatus(ctx context.Context) (map[string]int64, error)
-	// QueueItemListPending lists pending items, oldest first (claim order).
-	QueueItemListPending(ctx context.Context, limit int) ([]*QueueItem, error)
+	// QueueItemListPending lists the heads of the pending queue, oldest
+	// first (claim order).
+	QueueItemListPending(ctx context.Context, limit int) ([]*QueueItemHead, error)
 	// QueueItemClaim atomically claims items and creates their runs
 	// (status running); see QueueItemClaimParams.
 	QueueItemClaim(ctx context.Context, p *QueueItemClaimParams) ([]*Run, error)

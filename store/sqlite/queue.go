@@ -158,7 +158,7 @@ func (db *DB) countBy(ctx context.Context, q string, keys ...string) (map[string
 }
 
 const (
-	pendingQuery      = `SELECT ` + itemColumns + ` FROM workflow_queue_items WHERE status = 'pending' ORDER BY created_at, id LIMIT ?`
+	pendingQuery      = `SELECT id, command FROM workflow_queue_items WHERE status = 'pending' ORDER BY created_at, id LIMIT ?`
 	pendingCountQuery = `SELECT COUNT(*) FROM workflow_queue_items WHERE status = 'pending'`
 )
 
@@ -171,9 +171,12 @@ func claimQuery(n int) string {
 		RETURNING id, owner_uid, workflow_memo_id, command, payload, session_id, target_version, run_id`
 }
 
-// QueueItemListPending lists pending items over the partial pending index.
-func (db *DB) QueueItemListPending(ctx context.Context, limit int) ([]*store.QueueItem, error) {
-	out, err := queryAll(ctx, db.r, scanItem, pendingQuery, max(limit, 1))
+// QueueItemListPending lists pending heads over the partial pending index.
+func (db *DB) QueueItemListPending(ctx context.Context, limit int) ([]*store.QueueItemHead, error) {
+	out, err := queryAll(ctx, db.r, func(row scanner) (*store.QueueItemHead, error) {
+		var h store.QueueItemHead
+		return &h, row.Scan(&h.ID, &h.Command)
+	}, pendingQuery, max(limit, 1))
 	if err != nil {
 		return nil, fmt.Errorf("pending items: %w", err)
 	}

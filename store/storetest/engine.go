@@ -558,7 +558,7 @@ func claim(t *testing.T, s store.Store, runner string, limit int) []*store.Run {
 	return runs
 }
 
-func claims(items []*store.QueueItem) []store.ItemClaim {
+func claims(items []*store.QueueItemHead) []store.ItemClaim {
 	out := make([]store.ItemClaim, len(items))
 	for i, it := range items {
 		out[i] = store.ItemClaim{ItemID: it.ID}
