@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -227,16 +228,127 @@ func (db *DB) MemoSearch(ctx context.Context, p *store.MemoSearchParams) ([]*sto
 	return out, nil
 }
 
-// ftsQuery turns user text into an FTS5 query of quoted terms (all must
-// match), so punctuation such as "tag:brief" or a stray quote is searched
-// for literally instead of being a syntax error.
+// ftsQuery turns any user text into a safe FTS5 query, so search text is
+// never a syntax error and its cost is bounded (SPEC §7):
+//
+//   - only the first store.MaxSearchChars characters are read; invalid UTF-8
+//     and control characters are dropped (tabs and newlines separate words);
+//   - a double-quoted span is a phrase, anything else a word; every term is
+//     emitted as an FTS5 string, so FTS5 operators (AND, NEAR, *, ^, column
+//     filters, parentheses) are searched as plain words or ignored as
+//     punctuation;
+//   - a term is cut into the tokens FTS5's unicode61 tokenizer makes (runs of
+//     letters, digits and private-use characters), so the count below is what
+//     FTS5 will match: at most store.MaxSearchTerms tokens in all, repeated
+//     terms (case-insensitively) searched once.
+//
+// Text with no token at all (punctuation only, or nothing) answers "", which
+// lists the library instead of searching it.
 func ftsQuery(s string) string {
-	var terms []string
-	for _, f := range strings.Fields(s) {
-		f = strings.ReplaceAll(f, `"`, `""`)
-		terms = append(terms, `"`+f+`"`)
+	var (
+		out    []string
+		seen   = map[string]bool{}
+		tokens int
+	)
+	for _, term := range searchTerms(s) {
+		toks := ftsTokens(term)
+		if len(toks) == 0 {
+			continue
+		}
+		if tokens+len(toks) > store.MaxSearchTerms {
+			toks = toks[:store.MaxSearchTerms-tokens]
+		}
+		key := strings.ToLower(strings.Join(toks, " "))
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		tokens += len(toks)
+		// Tokens hold only letters and digits: no quote to escape.
+		out = append(out, `"`+strings.Join(toks, " ")+`"`)
+		if tokens == store.MaxSearchTerms {
+			break
+		}
 	}
-	return strings.Join(terms, " ")
+	return strings.Join(out, " ")
+}
+
+// searchTerms cleans s (first store.MaxSearchChars characters, valid UTF-8,
+// no control characters) and splits it into words and double-quoted
+// phrases; an unclosed quote runs to the end, and a term the character cap
+// cuts in two is dropped.
+func searchTerms(s string) []string {
+	var (
+		terms []string
+		cur   strings.Builder
+		quote bool
+		n     int
+	)
+	flush := func() {
+		if cur.Len() > 0 {
+			terms = append(terms, cur.String())
+			cur.Reset()
+		}
+	}
+	for _, r := range strings.ToValidUTF8(s, "") {
+		if n == store.MaxSearchChars {
+			if !unicode.IsSpace(r) && r != '"' {
+				cur.Reset() // cut mid-term: the fragment is not what was asked
+			}
+			break
+		}
+		n++
+		switch {
+		case r == '"':
+			flush()
+			quote = !quote
+		case unicode.IsSpace(r):
+			if quote {
+				cur.WriteRune(' ')
+			} else {
+				flush()
+			}
+		case unicode.IsControl(r):
+			// NUL and other control characters say nothing: dropped.
+		default:
+			cur.WriteRune(r)
+		}
+	}
+	flush()
+	return terms
+}
+
+// cleanSearchText is the text a session filter searches for: the first
+// store.MaxSearchChars characters of s, invalid UTF-8 and control
+// characters dropped (whitespace ones become spaces), trimmed.
+func cleanSearchText(s string) string {
+	var (
+		b strings.Builder
+		n int
+	)
+	for _, r := range strings.ToValidUTF8(s, "") {
+		if n == store.MaxSearchChars {
+			break
+		}
+		n++
+		switch {
+		case unicode.IsSpace(r):
+			b.WriteByte(' ')
+		case unicode.IsControl(r):
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// ftsTokens cuts a term where FTS5's unicode61 tokenizer does (its default
+// token characters are the categories L*, N* and Co; everything else
+// separates), so each token stays one FTS5 token.
+func ftsTokens(term string) []string {
+	return strings.FieldsFunc(term, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.Is(unicode.Co, r)
+	})
 }
 
 func prefixed(prefix, cols string) string {
