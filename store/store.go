@@ -214,11 +214,15 @@ type Session struct {
 	RequestCount int64          `json:"requestCount"`
 	CallerUser   string         `json:"callerUser"`
 	CallerKeyID  string         `json:"callerKeyId"`
-	ActiveRunID  string         `json:"activeRunId"`
-	EventCount   int64          `json:"eventCount"`
-	OpenHolds    int64          `json:"openHolds"`
-	LastActiveAt time.Time      `json:"lastActiveAt"`
-	CreatedAt    time.Time      `json:"createdAt"`
+	// CreatedBy is the identity that created the session ("user:<id>",
+	// "key:<id>"; empty when the bridge, the engine or the internal key
+	// did): the one caller besides admins that may stamp it (SPEC §3).
+	CreatedBy    string    `json:"createdBy"`
+	ActiveRunID  string    `json:"activeRunId"`
+	EventCount   int64     `json:"eventCount"`
+	OpenHolds    int64     `json:"openHolds"`
+	LastActiveAt time.Time `json:"lastActiveAt"`
+	CreatedAt    time.Time `json:"createdAt"`
 }
 
 // Event is one append-only transcript entry. IDs grow monotonically across
@@ -245,6 +249,8 @@ type SessionCreateParams struct {
 	ForkedFrom   string
 	CallerUser   string
 	CallerKeyID  string
+	// CreatedBy records the creating identity (see Session.CreatedBy).
+	CreatedBy string
 	// Events are appended in the creating transaction (their SessionID is
 	// set), so a session is never seen without its first events.
 	Events []*EventAppendParams

@@ -693,7 +693,10 @@ func TestAcceptanceAPI(t *testing.T) {
 			})
 		}
 		in := map[string]string{"x-internal-key": acceptanceInternalKey}
-		agent := a.ok(t, http.StatusCreated, req{method: http.MethodPost, path: "/api/internal/sessions", header: in, body: obj{"purpose": "acceptance agent"}})
+		// The agent names its API key beside the internal key, so the session
+		// is that key's: only it (or an admin) may stamp the session (SPEC §3).
+		agent := a.ok(t, http.StatusCreated, req{method: http.MethodPost, path: "/api/internal/sessions", header: in, key: "viewer",
+			body: obj{"purpose": "acceptance agent"}})
 		requireShape(t, agent, sessionKeys, "agent session")
 		require.Equal(t, "agent", agent["origin"])
 		id := agent["id"].(string)
@@ -702,6 +705,7 @@ func TestAcceptanceAPI(t *testing.T) {
 		a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/workflows", key: "viewer", header: map[string]string{"X-Holdfast-Session": id}})
 		a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/runs", key: "viewer", header: map[string]string{"X-Holdfast-Session": id}})
 		a.ok(t, http.StatusNotFound, req{method: http.MethodGet, path: "/api/runs", key: "viewer", header: map[string]string{"X-Holdfast-Session": "ses_nope"}})
+		a.ok(t, http.StatusForbidden, req{method: http.MethodGet, path: "/api/runs", key: "steward", header: map[string]string{"X-Holdfast-Session": id}})
 		got := a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/sessions/" + id, key: "viewer"})
 		require.GreaterOrEqual(t, got["requestCount"], float64(2), "tracked requests count against the session")
 

@@ -75,6 +75,9 @@ func (s *Service) Message(ctx context.Context, id, text, actor string, backgroun
 	if text == "" {
 		return nil, invalidf("text is required")
 	}
+	if err := store.CheckText("text", text, 0); err != nil {
+		return nil, err
+	}
 	if cmd, ok := coreCommand(text); ok {
 		res, err := s.Command(ctx, id, cmd, actor)
 		if err != nil {
