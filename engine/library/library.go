@@ -15,8 +15,9 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-// ErrInvalid marks input a caller must fix (a 400 at the API).
-var ErrInvalid = errors.New("invalid")
+// ErrInvalid marks input a caller must fix (a 400 at the API): the store's
+// sentinel, which the shared input limits wrap too.
+var ErrInvalid = store.ErrInvalid
 
 // Service writes and reads memos.
 type Service struct {
@@ -101,9 +102,36 @@ func validate(title, body string) error {
 	return nil
 }
 
+// checkLimits applies the shared input limits (SPEC §7) to the fields a
+// write sets; nil fields are left as they are.
+func checkLimits(title, body, notes *string, tags *[]string) error {
+	if title != nil {
+		if err := store.CheckName("title", *title); err != nil {
+			return err
+		}
+	}
+	if body != nil {
+		if err := store.CheckMemoBody("body", *body); err != nil {
+			return err
+		}
+	}
+	if notes != nil {
+		if err := store.CheckMemoBody("notes", *notes); err != nil {
+			return err
+		}
+	}
+	if tags != nil {
+		return store.CheckTags("tags", *tags)
+	}
+	return nil
+}
+
 // Create stores a memo; workflow memos are compiled and indexed.
 func (s *Service) Create(ctx context.Context, p CreateParams) (*store.Memo, error) {
 	if err := validate(p.Title, p.Body); err != nil {
+		return nil, err
+	}
+	if err := checkLimits(&p.Title, &p.Body, &p.Notes, &p.Tags); err != nil {
 		return nil, err
 	}
 	if err := validMemoType(p.MemoType); err != nil {
@@ -134,6 +162,9 @@ func (s *Service) Update(ctx context.Context, p UpdateParams) (*store.Memo, erro
 	}
 	if p.Title != nil && strings.TrimSpace(*p.Title) == "" {
 		return nil, fmt.Errorf("%w: title cannot be empty", ErrInvalid)
+	}
+	if err := checkLimits(p.Title, &p.Body, p.Notes, p.Tags); err != nil {
+		return nil, err
 	}
 	cur, err := s.store.MemoGetByID(ctx, p.ID)
 	if err != nil {
