@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -51,6 +52,18 @@ func CheckText(field, s string, maxChars int) error {
 
 // CheckName checks a title, tag, dedupe key or username.
 func CheckName(field, s string) error { return CheckText(field, s, MaxNameChars) }
+
+// CheckUsername checks a username: a name of at least one character, with
+// no whitespace (a space would make names that look alike).
+func CheckUsername(u string) error {
+	if u == "" {
+		return fmt.Errorf("%w: username is required", ErrInvalid)
+	}
+	if strings.ContainsFunc(u, unicode.IsSpace) {
+		return fmt.Errorf("%w: username may not contain spaces", ErrInvalid)
+	}
+	return CheckName("username", u)
+}
 
 // CheckMemoBody checks a memo body: UTF-8 without NUL, at most
 // MaxMemoBodyBytes bytes.

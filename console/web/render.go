@@ -13,6 +13,8 @@ import (
 	"github.com/a-h/templ"
 
 	"github.com/holdfast-bot/holdfast/console/auth"
+	"github.com/holdfast-bot/holdfast/engine"
+	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/templates"
 )
@@ -70,14 +72,18 @@ func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, status int, 
 	c.render(w, r, status, templates.ErrorPage(templates.ErrorView{Page: p, Status: status, Heading: heading, Message: msg}))
 }
 
-// fail maps store sentinels to 404/409 pages; anything else is logged and
-// answered 500 without its text.
+// fail maps the sentinels to 404/409/400/403 pages; anything else is logged
+// and answered 500 without its text.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		c.notFound(w, r)
 	case errors.Is(err, store.ErrConflict):
 		c.errorPage(w, r, http.StatusConflict, "Conflict", err.Error())
+	case errors.Is(err, store.ErrInvalid), errors.Is(err, engine.ErrInvalid):
+		c.errorPage(w, r, http.StatusBadRequest, "Bad request", err.Error())
+	case errors.Is(err, engine.ErrForbidden), errors.Is(err, sessions.ErrForbidden):
+		c.errorPage(w, r, http.StatusForbidden, "Not allowed", err.Error())
 	default:
 		c.Log.ErrorContext(r.Context(), "console request failed", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.Any("error", err))
