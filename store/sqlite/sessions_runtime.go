@@ -132,6 +132,11 @@ const searchStreamSlack = 64
 // sorted by a second search instead of row by row here. One snapshot.
 func (db *DB) searchList(ctx context.Context, p *store.SessionListParams, q string) ([]*store.Session, error) {
 	limit := listLimit(p)
+	release, err := db.searchSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	tx, err := db.r.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
