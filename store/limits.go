@@ -34,6 +34,11 @@ const (
 // that is not UTF-8, holds NUL, or is past its limit. Surfaces answer 400.
 var ErrInvalid = errors.New("invalid input")
 
+// ErrTooLarge marks content past its size limit (a memo body over
+// MaxMemoBodyBytes). Such errors wrap ErrInvalid too; surfaces that tell
+// the two apart answer 413, as for an oversize request.
+var ErrTooLarge = errors.New("too large")
+
 // CheckText is the one text check: s must be valid UTF-8 without NUL bytes
 // and, when maxChars > 0, at most maxChars characters long. field names the
 // input in the error.
@@ -66,10 +71,10 @@ func CheckUsername(u string) error {
 }
 
 // CheckMemoBody checks a memo body: UTF-8 without NUL, at most
-// MaxMemoBodyBytes bytes.
+// MaxMemoBodyBytes bytes (past that the error wraps ErrTooLarge too).
 func CheckMemoBody(field, s string) error {
 	if len(s) > MaxMemoBodyBytes {
-		return fmt.Errorf("%w: %s is larger than %d bytes", ErrInvalid, field, MaxMemoBodyBytes)
+		return fmt.Errorf("%w: %w: %s is larger than %d bytes", ErrInvalid, ErrTooLarge, field, MaxMemoBodyBytes)
 	}
 	return CheckText(field, s, 0)
 }

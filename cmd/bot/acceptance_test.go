@@ -488,7 +488,7 @@ func TestAcceptanceAPI(t *testing.T) {
 			{"PayloadNotObject", req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "steward", body: `{"dedupeKey":"x","payload":[1]}`}, http.StatusBadRequest},
 			{"NotJSON", req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "steward", body: `{"dedupeKey":"x"}`, ctype: "application/x-www-form-urlencoded"}, http.StatusUnsupportedMediaType},
 			{"Oversize", req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "steward",
-				body: `{"dedupeKey":"x","payload":{"brief":"` + strings.Repeat("y", 1<<20) + `"}}`}, http.StatusRequestEntityTooLarge},
+				body: `{"dedupeKey":"x","payload":{"brief":"` + strings.Repeat("y", 2<<20) + `"}}`}, http.StatusRequestEntityTooLarge},
 			{"ViewerMayNotEnqueue", req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "viewer", body: obj{"dedupeKey": "x"}}, http.StatusForbidden},
 			{"BadKey", req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "Bearer nope", body: obj{"dedupeKey": "x"}}, http.StatusUnauthorized},
 			{"UnknownSession", req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "steward", body: obj{"dedupeKey": "x", "sessionId": "ses_nope"}}, http.StatusNotFound},

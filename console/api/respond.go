@@ -80,6 +80,8 @@ func Fail(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 		WriteError(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, store.ErrConflict):
 		WriteError(w, http.StatusConflict, err.Error())
+	case errors.Is(err, store.ErrTooLarge):
+		WriteError(w, http.StatusRequestEntityTooLarge, err.Error())
 	case errors.Is(err, store.ErrInvalid), errors.Is(err, library.ErrInvalid), errors.Is(err, engine.ErrInvalid),
 		errors.Is(err, sessions.ErrInvalid), errors.Is(err, ErrInvalid):
 		WriteError(w, http.StatusBadRequest, err.Error())

@@ -297,7 +297,8 @@ func TestBadInput(t *testing.T) {
 			body: []byte(`{"purpose":`)}, want: 400},
 
 		// Limits: titles, tags, dedupe keys, usernames ≤ 500 characters
-		// (≤ 50 tags), memo bodies ≤ 1 MiB → 400; bodies and forms past 2 MiB → 413.
+		// (≤ 50 tags) → 400; memo bodies past 1 MiB, request bodies and
+		// forms past 2 MiB → 413.
 		{name: "TitleOneMB", r: request{method: "POST", path: "/api/memos", as: "steward", contentType: jsonType,
 			body: js(map[string]any{"title": long(1_000_000), "body": "b"})}, want: 400},
 		{name: "TitleOverLimit", r: request{method: "POST", path: "/api/memos", as: "steward", contentType: jsonType,
@@ -311,7 +312,11 @@ func TestBadInput(t *testing.T) {
 		{name: "FiftyOneTags", r: request{method: "POST", path: "/api/memos", as: "steward", contentType: jsonType,
 			body: js(map[string]any{"title": "t", "body": "b", "tags": strings.Split(strings.Repeat("t,", store.MaxTags+1)[:2*(store.MaxTags+1)-1], ",")})}, want: 400},
 		{name: "MemoBodyOverOneMiB", r: request{method: "POST", path: "/api/memos", as: "steward", contentType: jsonType,
-			body: js(map[string]any{"title": "t", "body": long(store.MaxMemoBodyBytes + 1)})}, want: 400},
+			body: js(map[string]any{"title": "t", "body": long(store.MaxMemoBodyBytes + 1)})}, want: 413},
+		{name: "MemoNotesOverOneMiB", r: request{method: "POST", path: "/api/memos", as: "steward", contentType: jsonType,
+			body: js(map[string]any{"title": "t", "body": "b", "notes": long(store.MaxMemoBodyBytes + 1)})}, want: 413},
+		{name: "UpdateBodyOverOneMiB", r: request{method: "PUT", path: "/api/memos/{memo}", as: "steward", contentType: jsonType,
+			body: js(map[string]any{"body": long(store.MaxMemoBodyBytes + 1), "expectedVersion": 1})}, want: 413},
 		{name: "RequestOverTwoMiB", r: request{method: "POST", path: "/api/memos", as: "steward", contentType: jsonType,
 			body: js(map[string]any{"title": "t", "body": twoMiB})}, want: 413},
 		{name: "RequestOverTwoMiBUnauthenticated", r: request{method: "POST", path: "/api/sessions", contentType: jsonType,

@@ -80,6 +80,8 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 		c.notFound(w, r)
 	case errors.Is(err, store.ErrConflict):
 		c.errorPage(w, r, http.StatusConflict, "Conflict", err.Error())
+	case errors.Is(err, store.ErrTooLarge):
+		c.errorPage(w, r, http.StatusRequestEntityTooLarge, "Too large", err.Error())
 	case errors.Is(err, store.ErrInvalid), errors.Is(err, engine.ErrInvalid):
 		c.errorPage(w, r, http.StatusBadRequest, "Bad request", err.Error())
 	case errors.Is(err, engine.ErrForbidden), errors.Is(err, sessions.ErrForbidden):
