@@ -265,7 +265,7 @@ func (c *Console) failed(ctx context.Context, k throttleKeys, unknown bool) erro
 }
 
 // login signs a browser in. The form was read and size-checked (413) by
-// readForm before anything else, then the CSRF token, then the throttles
+// readInput before anything else, then the CSRF token, then the throttles
 // (429 with Retry-After, no hash), then the password.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	username := strings.TrimSpace(r.PostForm.Get("username"))
