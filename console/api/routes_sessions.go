@@ -58,7 +58,7 @@ func (a *API) requireInternalKey(next http.Handler) http.Handler {
 			WriteError(w, http.StatusUnauthorized, "internal routes need the x-internal-key header")
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), internalKey{}, true)))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), internalCall{}, true)))
 	})
 }
 
@@ -109,10 +109,12 @@ func trackedSession(ctx context.Context) string {
 	return id
 }
 
-type internalKey struct{}
+// internalCall marks a request requireInternalKey let through.
+type internalCall struct{}
 
+// internal reports whether the request holds the internal key.
 func internal(ctx context.Context) bool {
-	ok, _ := ctx.Value(internalKey{}).(bool)
+	ok, _ := ctx.Value(internalCall{}).(bool)
 	return ok
 }
 
