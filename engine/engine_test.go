@@ -596,6 +596,47 @@ func TestHolds(t *testing.T) {
 	})
 }
 
+// TestEnqueueRefusesBadInput: Enqueue is where every surface's items pass,
+// so its input rules hold for the API, the console, Slack and the CLI alike
+// (SPEC §4.2, §7). A refusal queues nothing.
+func TestEnqueueRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{noStart: true})
+	ctx := context.Background()
+	b.workflow(t, "/draft")
+	stub, err := b.db.MemoCreate(ctx, &store.MemoCreateParams{Title: "Stub", Body: "stub"})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		p    EnqueueParams
+		want error
+	}{
+		{"UnknownTargetMemo", EnqueueParams{DedupeKey: "k1", Payload: map[string]any{"targetMemoId": "mem_missing"}}, store.ErrInvalid},
+		{"TargetMemoNotAString", EnqueueParams{DedupeKey: "k2", Payload: map[string]any{"targetMemoId": 42}}, store.ErrInvalid},
+		{"DedupeKeyTooLong", EnqueueParams{DedupeKey: strings.Repeat("k", store.MaxNameChars+1)}, store.ErrInvalid},
+		{"DedupeKeyNUL", EnqueueParams{DedupeKey: "k\x00"}, store.ErrInvalid},
+		{"DedupeKeyNotUTF8", EnqueueParams{DedupeKey: "k\xff"}, store.ErrInvalid},
+		{"PayloadNUL", EnqueueParams{DedupeKey: "k3", Payload: map[string]any{"brief": map[string]any{"deep": []any{"a\x00"}}}}, store.ErrInvalid},
+		{"PayloadTitleTooLong", EnqueueParams{DedupeKey: "k4", Payload: map[string]any{"title": strings.Repeat("t", store.MaxNameChars+1)}}, store.ErrInvalid},
+		{"PayloadTooManyTags", EnqueueParams{DedupeKey: "k5", Payload: map[string]any{"tags": make([]any, store.MaxTags+1)}}, store.ErrInvalid},
+		{"UnknownSession", EnqueueParams{DedupeKey: "k6", SessionID: "ses_missing"}, store.ErrNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.p.Command = "/draft"
+			_, _, err := b.eng.Enqueue(ctx, tc.p)
+			require.ErrorIs(t, err, tc.want)
+			n, err := b.db.QueueItemCountPending(ctx)
+			require.NoError(t, err)
+			require.Zero(t, n, "a refused enqueue queues nothing")
+		})
+	}
+	it, created, err := b.eng.Enqueue(ctx, EnqueueParams{Command: "/draft", DedupeKey: strings.Repeat("k", store.MaxNameChars),
+		Payload: map[string]any{"targetMemoId": stub.ID, "tags": []any{"a", "b"}}})
+	require.NoError(t, err, "a known target and limits met are accepted")
+	require.True(t, created)
+	require.Equal(t, stub.ID, it.Payload["targetMemoId"])
+}
+
 func TestDispatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

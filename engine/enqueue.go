@@ -45,9 +45,17 @@ func (e *NotCompiledError) Unwrap() error { return store.ErrConflict }
 // Enqueue adds an item to the workflow's queue, idempotently on (workflow,
 // DedupeKey): a repeat answers the existing item and false. An unknown
 // command wraps store.ErrNotFound, a workflow that is not live
-// store.ErrConflict (a *NotCompiledError when its memo does not compile). Routing reads only the workflow index: nothing is
-// compiled here. A new item wakes the runner at once.
+// store.ErrConflict (a *NotCompiledError when its memo does not compile);
+// input that breaks the limits every surface shares wraps store.ErrInvalid,
+// and a payload.targetMemoId naming no memo wraps store.ErrInvalid (SPEC
+// §4.2: refused at enqueue, not when the run dispatches). Every surface
+// enqueues through here, so these rules hold on all of them. Routing reads
+// only the workflow index: nothing is compiled here. A new item wakes the
+// runner at once.
 func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (*store.QueueItem, bool, error) {
+	if err := checkEnqueue(p); err != nil {
+		return nil, false, err
+	}
 	cmd := strings.TrimSpace(p.Command)
 	if cmd != "" && !strings.HasPrefix(cmd, "/") {
 		cmd = "/" + cmd
@@ -74,11 +82,13 @@ func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (*store.QueueItem
 		DedupeKey: key, Payload: p.Payload, SessionID: p.SessionID}
 	if target, _ := p.Payload["targetMemoId"].(string); target != "" {
 		// Dispatch updates the stub only while it is still at this version.
-		if m, err := e.store.MemoGetByID(ctx, target); err == nil {
-			ip.TargetVersion = m.ContentVersion
-		} else if !errors.Is(err, store.ErrNotFound) {
+		m, err := e.store.MemoGetByID(ctx, target)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, false, store.Refuse(store.ErrInvalid, "payload.targetMemoId %q names no memo", target)
+		} else if err != nil {
 			return nil, false, err
 		}
+		ip.TargetVersion = m.ContentVersion
 	}
 	if p.SessionID == "" {
 		// Items enqueued with no session follow the workflow's own policy,
@@ -97,4 +107,54 @@ func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (*store.QueueItem
 		e.log.DebugContext(ctx, "enqueued", slog.String("item_id", it.ID), slog.String("command", it.Command))
 	}
 	return it, created, nil
+}
+
+// checkEnqueue applies the input rules of SPEC §7 to an item before anything
+// is read: the dedupe key is a name, every payload string is UTF-8 without
+// NUL, the payload's title and tags (which dispatch gives the memo) are
+// within the memo limits, and payload.targetMemoId, when present, is an id.
+func checkEnqueue(p EnqueueParams) error {
+	if err := store.CheckName("dedupeKey", p.DedupeKey); err != nil {
+		return err
+	}
+	if err := store.CheckName("sessionId", p.SessionID); err != nil {
+		return err
+	}
+	if err := store.CheckValue("payload", p.Payload); err != nil {
+		return err
+	}
+	if t, ok := p.Payload["title"].(string); ok {
+		if err := store.CheckName("payload.title", t); err != nil {
+			return err
+		}
+	}
+	if tags, ok := p.Payload["tags"].([]any); ok && len(tags) > store.MaxTags {
+		return fmt.Errorf("%w: payload.tags has %d tags, more than %d", store.ErrInvalid, len(tags), store.MaxTags)
+	}
+	for _, t := range stringsOf(p.Payload["tags"]) {
+		if err := store.CheckName("payload.tags", t); err != nil {
+			return err
+		}
+	}
+	switch v := p.Payload["targetMemoId"].(type) {
+	case nil, string:
+	default:
+		return store.Refuse(store.ErrInvalid, "payload.targetMemoId must be a memo id (a string), got %T", v)
+	}
+	return nil
+}
+
+func stringsOf(v any) []string {
+	var out []string
+	switch v := v.(type) {
+	case []any:
+		for _, e := range v {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+	case []string:
+		out = v
+	}
+	return out
 }

@@ -38,4 +38,39 @@ type ConsoleStore interface {
 	ConsoleSessionDeleteExpired(ctx context.Context, now time.Time) (int, error)
 	// UserRoleSet changes a user's role.
 	UserRoleSet(ctx context.Context, userID, role string) (*User, error)
+
+	// SignInFailureList answers the failure counts of keys whose window
+	// started after p.Since; keys with no such count are absent.
+	SignInFailureList(ctx context.Context, p *SignInFailureListParams) ([]*SignInFailure, error)
+	// SignInFailureAddMany counts one failure against each key in one
+	// transaction. A key whose window started at or before p.Since starts a
+	// new window at p.Now; windows that old are removed.
+	SignInFailureAddMany(ctx context.Context, p *SignInFailureAddManyParams) error
+	// SignInFailureDeleteMany forgets the keys' counts.
+	SignInFailureDeleteMany(ctx context.Context, keys []string) error
+}
+
+// SignInFailure is the count of failed sign-ins under one throttle key in
+// its current window. The console decides the keys and limits (SPEC §7:
+// per username and address, per username, per address for unknown
+// usernames); the store only counts, so every replica sees one count.
+type SignInFailure struct {
+	Key         string
+	Failures    int
+	WindowStart time.Time
+}
+
+// SignInFailureListParams reads the counts of Keys in windows started after
+// Since.
+type SignInFailureListParams struct {
+	Keys  []string
+	Since time.Time
+}
+
+// SignInFailureAddManyParams counts a failure at Now against Keys; windows
+// that started at or before Since are over.
+type SignInFailureAddManyParams struct {
+	Keys  []string
+	Now   time.Time
+	Since time.Time
 }

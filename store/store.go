@@ -24,7 +24,9 @@ var (
 	ErrNotFound  = errors.New("not found")
 	ErrConflict  = errors.New("conflict")
 	ErrForbidden = errors.New("forbidden")
-	ErrInvalid   = errors.New("invalid")
+	// ErrInvalid marks input a caller must fix (400): a text that is not
+	// UTF-8, holds NUL or is past its limit, a bad field, an unknown enum.
+	ErrInvalid = errors.New("invalid")
 )
 
 // Refusal is an error a surface shows its caller as it stands: Reason is
@@ -339,8 +341,12 @@ type Session struct {
 	RequestCount int64  `json:"requestCount"`
 	CallerUser   string `json:"callerUser"`
 	CallerKeyID  string `json:"callerKeyId"`
-	ActiveRunID  string `json:"activeRunId"`
-	// TurnHeartbeatAt is when the active run\'s process last proved alive.
+	// CreatedBy is the identity that created the session ("user:<id>",
+	// "key:<id>"; empty when the bridge, the engine or the internal key
+	// did): the one caller besides admins that may stamp it (SPEC §3).
+	CreatedBy   string `json:"createdBy"`
+	ActiveRunID string `json:"activeRunId"`
+	// TurnHeartbeatAt is when the active run's process last proved alive.
 	TurnHeartbeatAt *time.Time `json:"-"`
 	EventCount      int64      `json:"eventCount"`
 	OpenHolds       int64      `json:"openHolds"`
@@ -372,6 +378,8 @@ type SessionCreateParams struct {
 	ForkedFrom   string
 	CallerUser   string
 	CallerKeyID  string
+	// CreatedBy records the creating identity (see Session.CreatedBy).
+	CreatedBy string
 	// Events are appended in the creating transaction (their SessionID is
 	// set), so a session is never seen without its first events.
 	Events []*EventAppendParams

@@ -492,7 +492,7 @@ func TestAcceptanceAPI(t *testing.T) {
 			{"PayloadNotObject", req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "steward", body: `{"dedupeKey":"x","payload":[1]}`}, http.StatusBadRequest},
 			{"NotJSON", req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "steward", body: `{"dedupeKey":"x"}`, ctype: "application/x-www-form-urlencoded"}, http.StatusUnsupportedMediaType},
 			{"Oversize", req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "steward",
-				body: `{"dedupeKey":"x","payload":{"brief":"` + strings.Repeat("y", 1<<20) + `"}}`}, http.StatusRequestEntityTooLarge},
+				body: `{"dedupeKey":"x","payload":{"brief":"` + strings.Repeat("y", 2<<20) + `"}}`}, http.StatusRequestEntityTooLarge},
 			{"ViewerMayNotEnqueue", req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "viewer", body: obj{"dedupeKey": "x"}}, http.StatusForbidden},
 			{"BadKey", req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "Bearer nope", body: obj{"dedupeKey": "x"}}, http.StatusUnauthorized},
 			{"UnknownSession", req{method: http.MethodPost, path: "/api/workflows/echo-probe/enqueue", key: "steward", body: obj{"dedupeKey": "x", "sessionId": "ses_nope"}}, http.StatusNotFound},
@@ -697,7 +697,10 @@ func TestAcceptanceAPI(t *testing.T) {
 			})
 		}
 		in := map[string]string{"x-internal-key": acceptanceInternalKey}
-		agent := a.ok(t, http.StatusCreated, req{method: http.MethodPost, path: "/api/internal/sessions", header: in, body: obj{"purpose": "acceptance agent"}})
+		// The agent names its API key beside the internal key, so the session
+		// is that key's: only it (or an admin) may stamp the session (SPEC §3).
+		agent := a.ok(t, http.StatusCreated, req{method: http.MethodPost, path: "/api/internal/sessions", header: in, key: "viewer",
+			body: obj{"purpose": "acceptance agent"}})
 		requireShape(t, agent, sessionKeys, "agent session")
 		require.Equal(t, "agent", agent["origin"])
 		id := agent["id"].(string)
@@ -706,6 +709,7 @@ func TestAcceptanceAPI(t *testing.T) {
 		a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/workflows", key: "viewer", header: map[string]string{"X-Holdfast-Session": id}})
 		a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/runs", key: "viewer", header: map[string]string{"X-Holdfast-Session": id}})
 		a.ok(t, http.StatusNotFound, req{method: http.MethodGet, path: "/api/runs", key: "viewer", header: map[string]string{"X-Holdfast-Session": "ses_nope"}})
+		a.ok(t, http.StatusForbidden, req{method: http.MethodGet, path: "/api/runs", key: "steward", header: map[string]string{"X-Holdfast-Session": id}})
 		got := a.ok(t, http.StatusOK, req{method: http.MethodGet, path: "/api/sessions/" + id, key: "viewer"})
 		require.GreaterOrEqual(t, got["requestCount"], float64(2), "tracked requests count against the session")
 

@@ -156,6 +156,9 @@ func cmdUserAdd(ctx context.Context, args []string, env map[string]string, stdin
 	if username == "" || pwFile == "" {
 		return errors.New("user add: --username and --password-file are required")
 	}
+	if err := store.CheckUsername(username); err != nil {
+		return fmt.Errorf("user add: %w", err)
+	}
 	if !store.ValidRole(role) {
 		return fmt.Errorf("user add: role must be viewer, steward or admin, got %q", role)
 	}

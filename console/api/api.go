@@ -50,9 +50,10 @@ func New(d Deps) *API {
 // Routes returns the /api router; mount it at /api.
 func (a *API) Routes() http.Handler {
 	r := chi.NewRouter()
+	r.Use(limitBody, checkQuery)
 	// Internal routes authenticate with x-internal-key, not an API key.
 	r.Route("/internal", func(r chi.Router) {
-		r.Use(a.requireInternalKey, a.trackSession)
+		r.Use(a.requireInternalKey, a.optionalKey, a.trackSession)
 		a.sessionInternalRoutes(r)
 		a.engineInternalRoutes(r)
 	})
@@ -77,25 +78,49 @@ func (a *API) Routes() http.Handler {
 	return r
 }
 
+// bearer authenticates the request's API key, writing 401 itself when it
+// is malformed or unknown.
+func (a *API) bearer(w http.ResponseWriter, r *http.Request, h string) (*auth.Identity, bool) {
+	key, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || key == "" {
+		WriteError(w, http.StatusUnauthorized, "Authorization must be 'Bearer <api key>'")
+		return nil, false
+	}
+	k, err := a.Store.APIKeyGetByHash(r.Context(), auth.HashKey(key))
+	if errors.Is(err, store.ErrNotFound) {
+		WriteError(w, http.StatusUnauthorized, "unknown API key")
+		return nil, false
+	} else if err != nil {
+		Fail(w, r, a.Log, err)
+		return nil, false
+	}
+	return &auth.Identity{KeyID: k.ID, Role: k.Role}, true
+}
+
+// optionalKey authenticates an API key sent beside the internal key, so an
+// agent can create its session as its own key (see internalSessionCreate).
+func (a *API) optionalKey(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := r.Header.Get("Authorization"); h != "" {
+			id, ok := a.bearer(w, r, h)
+			if !ok {
+				return
+			}
+			r = r.WithContext(auth.With(r.Context(), id))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // authenticate accepts a bearer API key or, failing that, a console cookie
 // (with CSRF checked on state-changing methods).
 func (a *API) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h := r.Header.Get("Authorization"); h != "" {
-			key, ok := strings.CutPrefix(h, "Bearer ")
-			if !ok || key == "" {
-				WriteError(w, http.StatusUnauthorized, "Authorization must be 'Bearer <api key>'")
+			id, ok := a.bearer(w, r, h)
+			if !ok {
 				return
 			}
-			k, err := a.Store.APIKeyGetByHash(r.Context(), auth.HashKey(key))
-			if errors.Is(err, store.ErrNotFound) {
-				WriteError(w, http.StatusUnauthorized, "unknown API key")
-				return
-			} else if err != nil {
-				Fail(w, r, a.Log, err)
-				return
-			}
-			id := &auth.Identity{KeyID: k.ID, Role: k.Role}
 			next.ServeHTTP(w, r.WithContext(auth.With(r.Context(), id)))
 			return
 		}

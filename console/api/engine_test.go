@@ -23,6 +23,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
 )
@@ -42,16 +43,22 @@ func engineSetup(t *testing.T, key string) *testBundle {
 	lib := library.New(db, log)
 	require.NoError(t, lib.SeedExamples(ctx))
 	b := &testBundle{db: db, keys: map[string]string{}}
-	for _, role := range []string{store.RoleViewer, store.RoleSteward, store.RoleAdmin} {
+	// Keys are named by role; "steward2" is a second steward, another
+	// identity with the same rights.
+	for _, name := range []string{store.RoleViewer, store.RoleSteward, store.RoleAdmin, "steward2"} {
+		role := strings.TrimSuffix(name, "2")
 		k, hash := auth.NewAPIKey()
-		_, err := db.APIKeyCreate(ctx, &store.APIKey{Name: role, Role: role, KeyHash: hash})
+		_, err := db.APIKeyCreate(ctx, &store.APIKey{Name: name, Role: role, KeyHash: hash})
 		require.NoError(t, err)
-		b.keys[role] = k
+		b.keys[name] = k
 	}
-	eng := engine.New(engine.Config{Workers: 2, DisableScheduler: true}, db, model.NewRegistry("template", model.Config{}), log)
+	models := model.NewRegistry("template", model.Config{})
+	eng := engine.New(engine.Config{Workers: 2, DisableScheduler: true}, db, models, log)
+	svc := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: models, DefaultModel: "template"}, eng, log)
+	t.Cleanup(svc.Close)
 	b.srv = httptest.NewServer(server.Handler(server.Deps{
 		Store:       db,
-		API:         api.New(api.Deps{Store: db, Library: lib, Log: log, Engine: eng, InternalKey: key}),
+		API:         api.New(api.Deps{Store: db, Library: lib, Log: log, Engine: eng, Sessions: svc, InternalKey: key}),
 		Metrics:     promhttp.HandlerFor(eng.Registry(), promhttp.HandlerOpts{}),
 		InternalKey: key,
 	}))

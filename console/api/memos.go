@@ -2,6 +2,8 @@ package api
 
 import (
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -37,10 +39,27 @@ func (a *API) memoCreate(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusCreated, m)
 }
 
+// memoList searches the library. Any search text is valid (the store makes
+// it safe and bounds its cost); memoType must be a known type; unlisted memos
+// are listed for stewards and admins only (SPEC §7), when they ask.
 func (a *API) memoList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	memos, err := a.Store.MemoSearch(r.Context(), &store.MemoSearchParams{Query: q.Get("q"), MemoType: q.Get("memoType"),
-		IncludeUnlisted: q.Get("includeUnlisted") == "true"})
+	memoType := q.Get("memoType")
+	if memoType != "" && !slices.Contains(library.MemoTypes, memoType) {
+		WriteError(w, http.StatusBadRequest, "memoType must be one of "+strings.Join(library.MemoTypes, ", "))
+		return
+	}
+	unlisted, err := boolParam(q.Get("includeUnlisted"))
+	if err != nil {
+		WriteError(w, http.StatusBadRequest, "includeUnlisted must be true or false")
+		return
+	}
+	if unlisted && !AtLeast(auth.From(r.Context()), store.RoleSteward) {
+		WriteError(w, http.StatusForbidden, "unlisted memos are listed for stewards and admins only")
+		return
+	}
+	memos, err := a.Store.MemoSearch(r.Context(), &store.MemoSearchParams{Query: q.Get("q"), MemoType: memoType,
+		IncludeUnlisted: unlisted})
 	if err != nil {
 		Fail(w, r, a.Log, err)
 		return

@@ -63,6 +63,10 @@ func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
 	if req.Payload == nil {
 		req.Payload = map[string]any{}
 	}
+	if req.SessionID == "" {
+		// An enqueue made under X-Holdfast-Session joins that session.
+		req.SessionID = trackedSession(r.Context())
+	}
 	it, created, err := a.Engine.Enqueue(r.Context(), engine.EnqueueParams{Command: "/" + chi.URLParam(r, "command"),
 		DedupeKey: req.DedupeKey, Payload: req.Payload, SessionID: req.SessionID, OwnerUID: auth.From(r.Context()).UID()})
 	if err != nil {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"net/http"
@@ -57,35 +58,64 @@ func (a *API) requireInternalKey(next http.Handler) http.Handler {
 			WriteError(w, http.StatusUnauthorized, "internal routes need the x-internal-key header")
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), internalCall{}, true)))
 	})
 }
 
 // trackSession is the one place the X-Holdfast-Session header is read: every
 // /api request carrying it counts against that session and stamps the
-// caller. An unknown id is 404, so an agent with a stale or mistyped id
-// hears of it at once instead of its activity going untracked.
+// caller, and an enqueue carrying it joins that session (SPEC §3). An
+// unknown id is 404, so an agent with a stale or mistyped id hears of it at
+// once instead of its activity going untracked; a caller who may not stamp
+// the session (not its creator, not an admin) is 403 and nothing is counted.
+// Requests on the internal routes hold the internal key, the deployment's
+// own secret, and may stamp any session.
 func (a *API) trackSession(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := strings.TrimSpace(r.Header.Get(SessionHeader))
-		if id != "" && a.Sessions != nil {
-			var user, keyID string
-			if who := auth.From(r.Context()); who != nil {
-				user, keyID = who.Username, who.KeyID
-				if user == "" {
-					user = who.UserID
-				}
-			}
-			if err := a.Sessions.Track(r.Context(), id, user, keyID); errors.Is(err, store.ErrNotFound) {
-				WriteError(w, http.StatusNotFound, "unknown session "+strconv.Quote(id)+" in "+SessionHeader)
-				return
-			} else if err != nil {
-				Fail(w, r, a.Log, err)
-				return
-			}
+		if id == "" || a.Sessions == nil {
+			next.ServeHTTP(w, r)
+			return
 		}
-		next.ServeHTTP(w, r)
+		c := sessions.Caller{Admin: internal(r.Context())}
+		if who := auth.From(r.Context()); who != nil {
+			c.UID, c.Username, c.KeyID = who.UID(), who.Username, who.KeyID
+			if c.Username == "" {
+				c.Username = who.UserID
+			}
+			c.Admin = c.Admin || who.Role == store.RoleAdmin
+		}
+		switch err := a.Sessions.Track(r.Context(), id, c); {
+		case errors.Is(err, store.ErrNotFound):
+			WriteError(w, http.StatusNotFound, "unknown session "+strconv.Quote(id)+" in "+SessionHeader)
+			return
+		case errors.Is(err, store.ErrForbidden):
+			WriteError(w, http.StatusForbidden, store.ReasonOf(err)+" through "+SessionHeader)
+			return
+		case err != nil:
+			Fail(w, r, a.Log, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), trackedKey{}, id)))
 	})
+}
+
+type trackedKey struct{}
+
+// trackedSession is the session the request's X-Holdfast-Session header
+// named and trackSession accepted, or "".
+func trackedSession(ctx context.Context) string {
+	id, _ := ctx.Value(trackedKey{}).(string)
+	return id
+}
+
+// internalCall marks a request requireInternalKey let through.
+type internalCall struct{}
+
+// internal reports whether the request holds the internal key.
+func internal(ctx context.Context) bool {
+	ok, _ := ctx.Value(internalCall{}).(bool)
+	return ok
 }
 
 func source(id *auth.Identity) sessions.Source {
@@ -119,6 +149,9 @@ func (a *API) sessionCreate(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusCreated, ses)
 }
 
+// internalSessionCreate creates an agent session. An agent that also sends
+// its API key (Authorization: Bearer) owns the session: that key may stamp
+// it through X-Holdfast-Session. Without one only admins may.
 func (a *API) internalSessionCreate(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Purpose string `json:"purpose"`
@@ -126,7 +159,11 @@ func (a *API) internalSessionCreate(w http.ResponseWriter, r *http.Request) {
 	if !Decode(w, r, &req) {
 		return
 	}
-	ses, err := a.Sessions.CreateAgent(r.Context(), req.Purpose, sessions.Source{Via: sessions.ViaAPI})
+	src := sessions.Source{Via: sessions.ViaAPI}
+	if id := auth.From(r.Context()); id != nil {
+		src = source(id)
+	}
+	ses, err := a.Sessions.CreateAgent(r.Context(), req.Purpose, src)
 	if err != nil {
 		Fail(w, r, a.Log, err)
 		return

@@ -276,7 +276,9 @@ func TestInternalSessionsAndTrackingHeader(t *testing.T) {
 			header: map[string]string{"x-internal-key": "wrong"}}, 401)
 		b.mustDo(t, call{method: "POST", path: "/api/internal/sessions", body: map[string]any{"purpose": " "}, key: "-",
 			header: map[string]string{"x-internal-key": "s3cret"}}, 400)
-		ag := b.mustDo(t, call{method: "POST", path: "/api/internal/sessions", body: map[string]any{"purpose": "weekly digest loop"}, key: "-",
+		// The agent sends its API key beside the internal key: the session
+		// is that key's, which may then stamp it.
+		ag := b.mustDo(t, call{method: "POST", path: "/api/internal/sessions", body: map[string]any{"purpose": "weekly digest loop"},
 			header: map[string]string{"x-internal-key": "s3cret"}}, 201)
 		require.Equal(t, "agent", ag["origin"])
 		require.Equal(t, "weekly digest loop", ag["title"])
@@ -293,6 +295,8 @@ func TestInternalSessionsAndTrackingHeader(t *testing.T) {
 			"agent sessions are listed when toggled on")
 		require.Empty(t, listIDs(t, b.mustDo(t, call{method: "GET", path: "/api/sessions"}, 200)), "and hidden by default")
 
+		// Another identity may not stamp it.
+		b.mustDo(t, call{method: "GET", path: "/api/workflows", key: b.viewer, header: hdr}, 403)
 		// An unknown id is refused, loudly.
 		b.mustDo(t, call{method: "GET", path: "/api/workflows", header: map[string]string{api.SessionHeader: "ses_missing"}}, 404)
 		// Unauthenticated requests are refused before the header is read.

@@ -14,10 +14,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"golang.org/x/crypto/bcrypt"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/holdfast-bot/holdfast/console/api"
 	"github.com/holdfast-bot/holdfast/console/auth"
@@ -148,13 +147,28 @@ func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, name, value 
 		Secure: c.secureCookies(r), SameSite: http.SameSiteLaxMode})
 }
 
-// safeNext keeps post-sign-in redirects on this site: a path, never a
-// scheme-relative or absolute URL.
+// safeNext is where a sign-in sends the browser: next when it is a local
+// path, else "/" (SPEC §7). Browsers drop tabs and newlines from URLs and
+// read a backslash as a slash, so "/\t/evil.example" or "/\\evil.example"
+// would leave the site; next is checked as received (the form and the query
+// are decoded once already) and once more percent-decoded.
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/sessions"
+	if !localPath(next) {
+		return "/"
+	}
+	if dec, err := url.PathUnescape(next); err != nil || !localPath(dec) {
+		return "/"
 	}
 	return next
+}
+
+// localPath: one leading slash, no "//", no backslash, no control
+// character, valid UTF-8.
+func localPath(p string) bool {
+	if !strings.HasPrefix(p, "/") || strings.Contains(p, "//") || strings.ContainsRune(p, '\\') || !utf8.ValidString(p) {
+		return false
+	}
+	return !strings.ContainsFunc(p, unicode.IsControl)
 }
 
 func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, username, errMsg, next string) {
@@ -179,9 +193,13 @@ func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
 	c.renderLogin(w, r, http.StatusOK, "", "", r.URL.Query().Get("next"))
 }
 
-// dummyHash is compared against when the username is unknown, so a wrong
-// username costs the same bcrypt time as a wrong password.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("holdfast-dummy-password"), bcrypt.DefaultCost)
+// dummyHash is what an unknown username's password is compared against:
+// a bcrypt hash at bcrypt.DefaultCost, the cost every password is stored
+// with (the console and the CLI hash with it), of a password nobody has. An
+// unknown username so costs exactly one comparison, as a known one does, and
+// the answer's timing does not tell which names exist; it costs nothing
+// more (no hash is generated per request, nor at start).
+const dummyHash = "$2a$10$8mWWV20WUzEDmDGE1vk58OH4Eyk7e/uTW4ysHPtgUqywa3nD08lFK"
 
 func clientIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -191,12 +209,65 @@ func clientIP(r *http.Request) string {
 	return host
 }
 
-func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if err := r.ParseForm(); err != nil {
-		c.errorPage(w, r, http.StatusBadRequest, "Bad request", "The sign-in form could not be read.")
-		return
+// Sign-in throttles (SPEC §7), each a fixed window of throttleWindow kept in
+// the store so every replica shares it (SPEC §9).
+const (
+	throttleWindow = 15 * time.Minute
+	// maxPerUserAddr failures per username from one address;
+	maxPerUserAddr = 5
+	// maxPerUser failures per username from any address;
+	maxPerUser = 20
+	// maxUnknownPerAddr failures for unknown usernames from one address.
+	maxUnknownPerAddr = 20
+)
+
+// throttleKeys are the store keys of one attempt: per username and
+// address, per username, and per address for unknown usernames.
+type throttleKeys struct{ userAddr, user, unknownAddr string }
+
+func keysFor(username, addr string) throttleKeys {
+	u := strings.ToLower(username)
+	return throttleKeys{userAddr: "user_addr:" + u + "|" + addr, user: "user:" + u, unknownAddr: "unknown_addr:" + addr}
+}
+
+// throttled answers how long the attempt must wait, or 0. Every count is
+// checked before the username is looked up, so a throttled attempt costs no
+// password hash and no user lookup. An address past its unknown-username
+// limit is throttled for every username: were known names let through, the
+// refusal itself would tell which names exist.
+func (c *Console) throttled(ctx context.Context, k throttleKeys) (time.Duration, error) {
+	now := c.Now()
+	fs, err := c.Store.SignInFailureList(ctx, &store.SignInFailureListParams{Keys: []string{k.userAddr, k.user, k.unknownAddr},
+		Since: now.Add(-throttleWindow)})
+	if err != nil {
+		return 0, err
 	}
+	limit := map[string]int{k.userAddr: maxPerUserAddr, k.user: maxPerUser, k.unknownAddr: maxUnknownPerAddr}
+	var wait time.Duration
+	for _, f := range fs {
+		if f.Failures >= limit[f.Key] {
+			wait = max(wait, f.WindowStart.Add(throttleWindow).Sub(now))
+		}
+	}
+	return wait, nil
+}
+
+// failed counts a failed sign-in. Every failure counts against the
+// username (known or not, so the throttles do not tell names apart); one
+// for a name that does not exist also counts against the address.
+func (c *Console) failed(ctx context.Context, k throttleKeys, unknown bool) error {
+	keys := []string{k.userAddr, k.user}
+	if unknown {
+		keys = append(keys, k.unknownAddr)
+	}
+	now := c.Now()
+	return c.Store.SignInFailureAddMany(ctx, &store.SignInFailureAddManyParams{Keys: keys, Now: now, Since: now.Add(-throttleWindow)})
+}
+
+// login signs a browser in. The form was read and size-checked (413) by
+// readInput before anything else, then the CSRF token, then the throttles
+// (429 with Retry-After, no hash), then the password.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	username := strings.TrimSpace(r.PostForm.Get("username"))
 	next := r.PostForm.Get("next")
 	ck, err := r.Cookie(loginCookie)
@@ -204,28 +275,46 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.renderLogin(w, r, http.StatusForbidden, username, "Your sign-in form expired or came from another site. Please try again.", next)
 		return
 	}
-	key := strings.ToLower(username) + "|" + clientIP(r)
-	if wait := c.throttle.blocked(key); wait > 0 {
+	if err := store.CheckName("username", username); err != nil {
+		c.renderLogin(w, r, http.StatusBadRequest, "", "A username is at most 500 characters.", next)
+		return
+	}
+	keys := keysFor(username, clientIP(r))
+	wait, err := c.throttled(r.Context(), keys)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if wait > 0 {
 		w.Header().Set("Retry-After", retryAfter(wait))
 		c.renderLogin(w, r, http.StatusTooManyRequests, username,
 			"Too many failed sign-ins. Try again in "+wait.Round(time.Minute).String()+".", next)
 		return
 	}
 	u, err := c.Store.UserGetByUsername(r.Context(), username)
-	hash := dummyHash
+	hash := []byte(dummyHash)
 	if err == nil {
 		hash = []byte(u.PasswordHash)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		c.fail(w, r, err)
 		return
 	}
-	if bcrypt.CompareHashAndPassword(hash, []byte(r.PostForm.Get("password"))) != nil || u == nil {
-		c.throttle.fail(key)
+	if c.CompareHash(hash, []byte(r.PostForm.Get("password"))) != nil || u == nil {
+		if err := c.failed(r.Context(), keys, u == nil); err != nil {
+			c.fail(w, r, err)
+			return
+		}
 		c.Log.InfoContext(r.Context(), "console sign-in refused", slog.String("username", username), slog.String("ip", clientIP(r)))
 		c.renderLogin(w, r, http.StatusUnauthorized, username, "Wrong username or password.", next)
 		return
 	}
-	c.throttle.reset(key)
+	// A success forgets this address's failures for the name; the
+	// per-username count stays, or guesses spread over many addresses
+	// would start afresh whenever the owner signs in.
+	if err := c.Store.SignInFailureDeleteMany(r.Context(), []string{keys.userAddr}); err != nil {
+		c.fail(w, r, err)
+		return
+	}
 	// Rotate: a sign-in always mints a new session and ends the old one, so
 	// a planted session id is worthless after the victim signs in.
 	if old := c.lookup(r); old != nil {
@@ -268,69 +357,4 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n]
-}
-
-// throttle counts failed sign-ins per username+IP in a fixed window. It is
-// in memory: a restart forgives, which is acceptable for a per-process
-// brake on password guessing (a shared limiter is for the multi-replica
-// deployment).
-type throttle struct {
-	mu     sync.Mutex
-	max    int
-	window time.Duration
-	now    func() time.Time
-	m      map[string]*attempts
-}
-
-type attempts struct {
-	n     int
-	first time.Time
-}
-
-func newThrottle(max int, window time.Duration, now func() time.Time) *throttle {
-	return &throttle{max: max, window: window, now: now, m: map[string]*attempts{}}
-}
-
-// blocked answers how long key must wait, or 0.
-func (t *throttle) blocked(key string) time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	a := t.m[key]
-	if a == nil {
-		return 0
-	}
-	left := a.first.Add(t.window).Sub(t.now())
-	if left <= 0 {
-		delete(t.m, key)
-		return 0
-	}
-	if a.n < t.max {
-		return 0
-	}
-	return left
-}
-
-func (t *throttle) fail(key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.now()
-	if len(t.m) > 10000 {
-		for k, a := range t.m {
-			if now.Sub(a.first) > t.window {
-				delete(t.m, k)
-			}
-		}
-	}
-	a := t.m[key]
-	if a == nil || now.Sub(a.first) > t.window {
-		a = &attempts{first: now}
-		t.m[key] = a
-	}
-	a.n++
-}
-
-func (t *throttle) reset(key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.m, key)
 }

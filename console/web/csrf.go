@@ -1,11 +1,17 @@
 package web
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+
+	"github.com/holdfast-bot/holdfast/store"
 )
 
 // errCrossSite and errBadToken are what a refused request is told.
@@ -58,11 +64,11 @@ func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
-// csrfMiddleware guards every non-GET console route.
+// csrfMiddleware guards every non-GET console route. readInput has read
+// and checked the form already.
 func (c *Console) csrfMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !safeMethod(r.Method) {
-			r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 			if err := c.checkCSRF(r, from(r.Context()).session.CSRFToken); err != nil {
 				c.errorPage(w, r, http.StatusForbidden, "Request refused", err.Error())
 				return
@@ -72,5 +78,58 @@ func (c *Console) csrfMiddleware(next http.Handler) http.Handler {
 	})
 }
 
-// maxForm caps console form bodies (an edited hold output is the largest).
-const maxForm = 1 << 20
+// maxForm caps console form bodies (SPEC §7: 2 MiB, 413).
+const maxForm = store.MaxRequestBytes
+
+// readInput is the console's one input check, ahead of sign-in, CSRF and
+// every handler (SPEC §7): a query string that does not parse is 400 (a
+// malformed cursor is never a silent first page); a body past maxForm is
+// 413 before anything else looks at it, CSRF included; a form that does not
+// parse, or any field (name or value) that is not UTF-8 or holds NUL, is
+// 400. Handlers then read r.PostForm, already parsed.
+func (c *Console) readInput(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			c.errorPage(w, r, http.StatusBadRequest, "Bad request", "The address's query string is malformed: "+err.Error())
+			return
+		}
+		if safeMethod(r.Method) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.ContentLength > maxForm {
+			c.errorPage(w, r, http.StatusRequestEntityTooLarge, "Too large", fmt.Sprintf("A form may be at most %d bytes.", maxForm))
+			return
+		}
+		// The whole body is read here, whatever its type, so the limit
+		// holds for bodies ParseForm would not read.
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxForm))
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				c.errorPage(w, r, http.StatusRequestEntityTooLarge, "Too large", fmt.Sprintf("A form may be at most %d bytes.", maxForm))
+				return
+			}
+			c.errorPage(w, r, http.StatusBadRequest, "Bad request", "The form could not be read.")
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if err := r.ParseForm(); err != nil {
+			c.errorPage(w, r, http.StatusBadRequest, "Bad request", "The form could not be read.")
+			return
+		}
+		for k, vs := range r.PostForm {
+			if err := store.CheckText("form field name", k, 0); err != nil {
+				c.errorPage(w, r, http.StatusBadRequest, "Bad request", err.Error())
+				return
+			}
+			for _, v := range vs {
+				if err := store.CheckText("form field "+strconv.Quote(k), v, 0); err != nil {
+					c.errorPage(w, r, http.StatusBadRequest, "Bad request", err.Error())
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -87,6 +87,23 @@ type client struct {
 	b    *bundle
 	http *http.Client
 	csrf string
+	// base, when set, is the server this client talks to instead of b's.
+	base string
+}
+
+func (c *client) url() string {
+	if c.base != "" {
+		return c.base
+	}
+	return c.b.srv.URL
+}
+
+// newServer serves h for the test's lifetime and answers its URL.
+func newServer(t testing.TB, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 func (b *bundle) client(t testing.TB) *client {
@@ -110,13 +127,13 @@ func (c *client) do(method, path string, form url.Values, h map[string]string) (
 	if form != nil {
 		body = strings.NewReader(form.Encode())
 	}
-	req, err := http.NewRequest(method, c.b.srv.URL+path, body)
+	req, err := http.NewRequest(method, c.url()+path, body)
 	require.NoError(c.t, err)
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
 	if method != http.MethodGet {
-		req.Header.Set("Origin", c.b.srv.URL)
+		req.Header.Set("Origin", c.url())
 		req.Header.Set("Sec-Fetch-Site", "same-origin")
 	}
 	for k, v := range h {

@@ -2,12 +2,14 @@ package web
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/templates"
 )
@@ -44,8 +46,13 @@ func snippet(body string, n int) string {
 func (c *Console) memoList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	v := templates.MemosView{Query: strings.TrimSpace(q.Get("q")), MemoType: q.Get("type")}
+	if v.MemoType != "" && !slices.Contains(library.MemoTypes, v.MemoType) {
+		c.errorPage(w, r, http.StatusBadRequest, "Bad request", "type must be one of "+strings.Join(library.MemoTypes, ", ")+".")
+		return
+	}
+	// Unlisted memos are listed for stewards and admins only (SPEC §7).
 	memos, err := c.Store.MemoSearch(r.Context(), &store.MemoSearchParams{Query: v.Query, MemoType: v.MemoType,
-		IncludeUnlisted: true, Limit: 100})
+		IncludeUnlisted: atLeast(identity(r), store.RoleSteward), Limit: 100})
 	if err != nil {
 		c.fail(w, r, err)
 		return

@@ -70,8 +70,8 @@ func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, status int, 
 	c.render(w, r, status, templates.ErrorPage(templates.ErrorView{Page: p, Status: status, Heading: heading, Message: msg}))
 }
 
-// fail maps store sentinels to 404/409 pages; anything else is logged and
-// answered 500 without its text.
+// fail maps the sentinels to 404/409/400/403 pages; anything else is logged
+// and answered 500 without its text.
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch status, ok := refusalStatus(err); {
 	case errors.Is(err, store.ErrNotFound):
@@ -92,6 +92,8 @@ func refusalStatus(err error) (int, bool) {
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		return http.StatusConflict, true
+	case errors.Is(err, store.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, true
 	case errors.Is(err, store.ErrForbidden):
 		return http.StatusForbidden, true
 	case errors.Is(err, store.ErrInvalid):

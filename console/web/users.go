@@ -44,8 +44,8 @@ func (c *Console) userCreate(w http.ResponseWriter, r *http.Request) {
 	v.Form.SlackUserID = strings.TrimSpace(r.PostFormValue("slack_user_id"))
 	password := r.PostFormValue("password")
 	switch {
-	case v.Form.Username == "" || len(v.Form.Username) > 64 || strings.ContainsAny(v.Form.Username, " \t\n"):
-		v.Error = "A username is 1 to 64 characters without spaces."
+	case store.CheckUsername(v.Form.Username) != nil:
+		v.Error = "A username is 1 to 500 characters without spaces."
 	case len(password) < 8:
 		v.Error = "A password needs at least 8 characters."
 	case !store.ValidRole(v.Form.Role):

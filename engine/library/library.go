@@ -337,9 +337,36 @@ func validate(title, body string) error {
 	return nil
 }
 
+// checkLimits applies the shared input limits (SPEC §7) to the fields a
+// write sets; nil fields are left as they are.
+func checkLimits(title, body, notes *string, tags *[]string) error {
+	if title != nil {
+		if err := store.CheckName("title", *title); err != nil {
+			return err
+		}
+	}
+	if body != nil {
+		if err := store.CheckMemoBody("body", *body); err != nil {
+			return err
+		}
+	}
+	if notes != nil {
+		if err := store.CheckMemoBody("notes", *notes); err != nil {
+			return err
+		}
+	}
+	if tags != nil {
+		return store.CheckTags("tags", *tags)
+	}
+	return nil
+}
+
 // Create stores a memo; workflow memos are compiled and indexed.
 func (s *Service) Create(ctx context.Context, p CreateParams) (*store.Memo, error) {
 	if err := validate(p.Title, p.Body); err != nil {
+		return nil, err
+	}
+	if err := checkLimits(&p.Title, &p.Body, &p.Notes, &p.Tags); err != nil {
 		return nil, err
 	}
 	if err := validMemoType(p.MemoType); err != nil {
@@ -376,6 +403,9 @@ func (s *Service) Update(ctx context.Context, p UpdateParams) (*store.Memo, erro
 	}
 	if p.Title != nil && strings.TrimSpace(*p.Title) == "" {
 		return nil, store.Refuse(store.ErrInvalid, "title cannot be empty")
+	}
+	if err := checkLimits(p.Title, &p.Body, p.Notes, p.Tags); err != nil {
+		return nil, err
 	}
 	up := &store.MemoUpdateParams{ID: p.ID, ExpectedVersion: p.ExpectedVersion, Title: p.Title, Body: &p.Body,
 		Notes: p.Notes, Tags: p.Tags, Unlisted: p.Unlisted}

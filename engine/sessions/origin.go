@@ -30,6 +30,23 @@ type Source struct {
 	KeyID string
 }
 
+// UID names the creating identity the way auth.Identity.UID names a caller
+// ("key:<id>" for an API key, "user:<id>" for a console user), for the public
+// surfaces whose callers authenticate; sessions other callers make (the
+// Slack bridge, the engine, the CLI) have none.
+func (src Source) UID() string {
+	if src.Via != ViaAPI && src.Via != ViaConsole {
+		return ""
+	}
+	switch {
+	case src.KeyID != "":
+		return "key:" + src.KeyID
+	case src.UserID != "":
+		return "user:" + src.UserID
+	}
+	return ""
+}
+
 // channelPlatforms maps a tag prefix to the platform a channel session shows
 // in its badge. Only known platforms count: a user tag such as "project:x"
 // must not turn a session into a channel session.

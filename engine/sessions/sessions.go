@@ -124,6 +124,9 @@ type CreateParams struct {
 
 // Create creates a session, classifying its origin.
 func (s *Service) Create(ctx context.Context, p CreateParams) (*store.Session, error) {
+	if err := checkCreate(p); err != nil {
+		return nil, err
+	}
 	var tags []string
 	if t := strings.TrimSpace(p.Tag); t != "" {
 		tags = []string{t}
@@ -135,13 +138,27 @@ func (s *Service) Create(ctx context.Context, p CreateParams) (*store.Session, e
 	ses, err := s.st.SessionCreate(ctx, &store.SessionCreateParams{
 		Title: strings.TrimSpace(p.Title), Origin: origin, Platform: platform, Tags: tags, Context: p.Context,
 		Capabilities: p.Capabilities, Policy: NormalizePolicy(s.cfg.DefaultPolicy),
-		CallerUser: callerUser(p.Source), CallerKeyID: p.Source.KeyID, Events: p.Events,
+		CallerUser: callerUser(p.Source), CallerKeyID: p.Source.KeyID, CreatedBy: p.Source.UID(), Events: p.Events,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "session created", slog.String("session_id", ses.ID), slog.String("origin", origin))
 	return ses, nil
+}
+
+// checkCreate applies the shared input limits (SPEC §7) to a new session.
+func checkCreate(p CreateParams) error {
+	if err := store.CheckName("title", p.Title); err != nil {
+		return err
+	}
+	if err := store.CheckName("tag", p.Tag); err != nil {
+		return err
+	}
+	if err := store.CheckTags("capabilities", p.Capabilities); err != nil {
+		return err
+	}
+	return store.CheckValue("context", p.Context)
 }
 
 func callerUser(src Source) string {
@@ -158,6 +175,9 @@ func (s *Service) CreateAgent(ctx context.Context, purpose string, src Source) (
 	purpose = strings.TrimSpace(purpose)
 	if purpose == "" {
 		return nil, invalidf("purpose is required")
+	}
+	if err := store.CheckName("purpose", purpose); err != nil {
+		return nil, err
 	}
 	src.Agent = true
 	return s.Create(ctx, CreateParams{Title: purpose, Context: map[string]any{"purpose": purpose}, Source: src,
@@ -439,10 +459,33 @@ func (s *Service) isSteward(ctx context.Context, by engine.Decider) (bool, error
 	return s.eng.IsSteward(ctx, by)
 }
 
+// Caller is who makes a tracked request.
+type Caller struct {
+	// UID names the caller as auth.Identity.UID does ("user:<id>",
+	// "key:<id>"); empty for the internal key.
+	UID      string
+	Username string
+	KeyID    string
+	// Admin is set for admins and for the internal key, the deployment's
+	// own secret: they may stamp any session.
+	Admin bool
+}
+
 // Track counts an API request made under the session (X-Holdfast-Session):
-// requestCount+1, lastActiveAt now, caller identity refreshed.
-func (s *Service) Track(ctx context.Context, id, user, keyID string) error {
-	return s.st.SessionTouch(ctx, &store.SessionTouchParams{ID: id, CallerUser: user, CallerKeyID: keyID})
+// requestCount+1, lastActiveAt now, caller identity refreshed. Only the
+// identity that created the session, or an admin, may stamp it (SPEC §3):
+// anyone else gets ErrForbidden and nothing is counted. A session with no
+// recorded creator (made by Slack, the engine or the internal key alone) is
+// stamped by admins only. An unknown session wraps store.ErrNotFound.
+func (s *Service) Track(ctx context.Context, id string, c Caller) error {
+	ses, err := s.st.SessionGetByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !c.Admin && (ses.CreatedBy == "" || ses.CreatedBy != c.UID) {
+		return store.Refuse(store.ErrForbidden, "only the identity that created session %s, or an admin, may stamp it", id)
+	}
+	return s.st.SessionTouch(ctx, &store.SessionTouchParams{ID: id, CallerUser: c.Username, CallerKeyID: c.KeyID})
 }
 
 // AppendEvent appends one transcript event, e.g. a thread message the bridge

@@ -127,6 +127,9 @@ func (s *Service) Message(ctx context.Context, id, text string, by engine.Decide
 	if text == "" {
 		return nil, invalidf("text is required")
 	}
+	if err := store.CheckText("text", text, 0); err != nil {
+		return nil, err
+	}
 	actor := by.UID()
 	if cmd, ok := coreCommand(text); ok {
 		return s.commandMessage(ctx, id, cmd, by)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -108,4 +109,75 @@ func (db *DB) UserRoleSet(ctx context.Context, userID, role string) (*store.User
 		return nil, fmt.Errorf("user role set %s: %w", userID, err)
 	}
 	return db.UserGetByID(ctx, userID)
+}
+
+// SignInFailureList reads the current windows of keys (one primary-key
+// lookup each).
+func (db *DB) SignInFailureList(ctx context.Context, p *store.SignInFailureListParams) ([]*store.SignInFailure, error) {
+	if len(p.Keys) == 0 {
+		return []*store.SignInFailure{}, nil
+	}
+	args := []any{formatTime(p.Since)}
+	for _, k := range p.Keys {
+		args = append(args, k)
+	}
+	out, err := queryAll(ctx, db.r, func(row scanner) (*store.SignInFailure, error) {
+		var (
+			f     store.SignInFailure
+			start string
+		)
+		if err := row.Scan(&f.Key, &f.Failures, &start); err != nil {
+			return nil, err
+		}
+		f.WindowStart = parseTime(start)
+		return &f, nil
+	}, `SELECT key, failures, window_start FROM sign_in_failures
+		WHERE window_start > ? AND key IN (?`+strings.Repeat(", ?", len(p.Keys)-1)+`) ORDER BY key`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sign-in failures: %w", err)
+	}
+	return out, nil
+}
+
+// SignInFailureAddMany counts one failure per key, restarting windows that
+// are over, and prunes windows that are over (an index range on
+// window_start), so the table holds only live windows.
+func (db *DB) SignInFailureAddMany(ctx context.Context, p *store.SignInFailureAddManyParams) error {
+	now, since := formatTime(p.Now), formatTime(p.Since)
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		for _, k := range p.Keys {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO sign_in_failures (key, failures, window_start) VALUES (?, 1, ?)
+				ON CONFLICT (key) DO UPDATE SET
+					failures = CASE WHEN window_start <= ? THEN 1 ELSE failures + 1 END,
+					window_start = CASE WHEN window_start <= ? THEN excluded.window_start ELSE window_start END`,
+				k, now, since, since); err != nil {
+				return err
+			}
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM sign_in_failures WHERE window_start <= ?`, since)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sign-in failure add: %w", err)
+	}
+	return nil
+}
+
+// SignInFailureDeleteMany forgets keys.
+func (db *DB) SignInFailureDeleteMany(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM sign_in_failures WHERE key IN (?`+strings.Repeat(", ?", len(keys)-1)+`)`, args...)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sign-in failure delete: %w", err)
+	}
+	return nil
 }

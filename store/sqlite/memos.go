@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -206,7 +208,8 @@ func (db *DB) MemoSearch(ctx context.Context, p *store.MemoSearchParams) ([]*sto
 	if !p.IncludeUnlisted {
 		where = append(where, "m.unlisted = 0")
 	}
-	if fts := ftsQuery(p.Query); fts != "" {
+	fts := ftsQuery(p.Query)
+	if fts != "" {
 		where = append([]string{"memos_fts MATCH ?"}, where...)
 		args = append([]any{fts}, args...)
 		q = `SELECT ` + prefixed("m.", memoColumns) + ` FROM memos_fts JOIN memos m ON m.rowid = memos_fts.rowid
@@ -219,6 +222,13 @@ func (db *DB) MemoSearch(ctx context.Context, p *store.MemoSearchParams) ([]*sto
 		q += ` ORDER BY m.updated_at DESC LIMIT ?`
 	}
 	args = append(args, limit)
+	if fts != "" {
+		release, err := db.searchSlot(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("memo search: %w", err)
+		}
+		defer release()
+	}
 	out, err := queryAll(ctx, db.r, scanMemo, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("memo search: %w", err)
@@ -226,16 +236,155 @@ func (db *DB) MemoSearch(ctx context.Context, p *store.MemoSearchParams) ([]*sto
 	return out, nil
 }
 
-// ftsQuery turns user text into an FTS5 query of quoted terms (all must
-// match), so punctuation such as "tag:brief" or a stray quote is searched
-// for literally instead of being a syntax error.
+// ftsQuery turns any user text into a safe FTS5 query, so search text is
+// never a syntax error and its cost is bounded (SPEC §7):
+//
+//   - only the first store.MaxSearchChars characters are read; invalid UTF-8
+//     and control characters are dropped (tabs and newlines separate words);
+//   - a double-quoted span is a phrase, anything else a word; every term is
+//     emitted as an FTS5 string, so FTS5 operators (AND, NEAR, *, ^, column
+//     filters, parentheses) are searched as plain words or ignored as
+//     punctuation;
+//   - a term is cut into the tokens FTS5's unicode61 tokenizer makes (runs of
+//     letters, digits and private-use characters), so the count below is what
+//     FTS5 will match: at most store.MaxSearchTerms tokens in all, repeated
+//     terms (case-insensitively) searched once;
+//   - a term of several tokens (a quoted phrase, or a word such as "e-mail"
+//     that FTS5 reads as one) is matched as a phrase while the phrases hold
+//     at most maxPhraseTokens tokens in all, and past that as its separate
+//     words: a phrase costs a position check per token in every memo holding
+//     all its tokens, a word only a document-list merge.
+//
+// Text with no token at all (punctuation only, or nothing) answers "", which
+// lists the library instead of searching it.
 func ftsQuery(s string) string {
-	var terms []string
-	for _, f := range strings.Fields(s) {
-		f = strings.ReplaceAll(f, `"`, `""`)
-		terms = append(terms, `"`+f+`"`)
+	var (
+		out            []string
+		seen           = map[string]bool{}
+		tokens, phrase int
+	)
+	// add appends one term unless it repeats one; false once the cap is
+	// reached.
+	add := func(toks []string) bool {
+		key := strings.ToLower(strings.Join(toks, " "))
+		if !seen[key] {
+			seen[key] = true
+			tokens += len(toks)
+			// Tokens hold only letters and digits: no quote to escape.
+			out = append(out, `"`+strings.Join(toks, " ")+`"`)
+		}
+		return tokens < store.MaxSearchTerms
 	}
-	return strings.Join(terms, " ")
+	for _, term := range searchTerms(s) {
+		toks := ftsTokens(term)
+		if len(toks) > 1 && phrase+len(toks) <= maxPhraseTokens && tokens+len(toks) <= store.MaxSearchTerms {
+			phrase += len(toks)
+			if !add(toks) {
+				break
+			}
+			continue
+		}
+		full := false
+		for _, tok := range toks {
+			if full = !add([]string{tok}); full {
+				break
+			}
+		}
+		if full {
+			break
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// maxPhraseTokens bounds the tokens searched as phrases (see ftsQuery):
+// on a 10,000-memo library where a word recurs a hundred times in every
+// memo, each phrase token costs about 3.5 ms.
+const maxPhraseTokens = 8
+
+// searchTerms cleans s (first store.MaxSearchChars characters, valid UTF-8,
+// no control characters) and splits it into words and double-quoted
+// phrases; an unclosed quote runs to the end, and a term the character cap
+// cuts in two is dropped.
+func searchTerms(s string) []string {
+	var (
+		terms []string
+		cur   strings.Builder
+		quote bool
+		n     int
+	)
+	flush := func() {
+		if cur.Len() > 0 {
+			terms = append(terms, cur.String())
+			cur.Reset()
+		}
+	}
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		s = s[size:]
+		if r == utf8.RuneError && size == 1 {
+			continue // invalid UTF-8 says nothing
+		}
+		if n == store.MaxSearchChars {
+			if !unicode.IsSpace(r) && r != '"' {
+				cur.Reset() // cut mid-term: the fragment is not what was asked
+			}
+			break
+		}
+		n++
+		switch {
+		case r == '"':
+			flush()
+			quote = !quote
+		case unicode.IsSpace(r):
+			if quote {
+				cur.WriteRune(' ')
+			} else {
+				flush()
+			}
+		case unicode.IsControl(r):
+			// NUL and other control characters say nothing: dropped.
+		default:
+			cur.WriteRune(r)
+		}
+	}
+	flush()
+	return terms
+}
+
+// cleanSearchText is the text a session filter searches for: the first
+// store.MaxSearchChars characters of s, invalid UTF-8 and control
+// characters dropped (whitespace ones become spaces), trimmed.
+func cleanSearchText(s string) string {
+	var (
+		b strings.Builder
+		n int
+	)
+	for len(s) > 0 && n < store.MaxSearchChars {
+		r, size := utf8.DecodeRuneInString(s)
+		s = s[size:]
+		if r == utf8.RuneError && size == 1 {
+			continue
+		}
+		n++
+		switch {
+		case unicode.IsSpace(r):
+			b.WriteByte(' ')
+		case unicode.IsControl(r):
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// ftsTokens cuts a term where FTS5's unicode61 tokenizer does (its default
+// token characters are the categories L*, N* and Co; everything else
+// separates), so each token stays one FTS5 token.
+func ftsTokens(term string) []string {
+	return strings.FieldsFunc(term, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.Is(unicode.Co, r)
+	})
 }
 
 func prefixed(prefix, cols string) string {

@@ -11,7 +11,7 @@ import (
 )
 
 const sessionColumns = `id, title, status, done_reason, origin, platform, tags, context, capabilities, archived,
-	forked_from, policy, base_policy, request_count, caller_user, caller_key_id, active_run_id, turn_heartbeat_at, event_count, last_active_at, created_at`
+	forked_from, policy, base_policy, request_count, caller_user, caller_key_id, created_by, active_run_id, turn_heartbeat_at, event_count, last_active_at, created_at`
 
 func scanSession(row scanner) (*store.Session, error) {
 	var (
@@ -22,7 +22,7 @@ func scanSession(row scanner) (*store.Session, error) {
 		turnBeat            sql.NullString
 	)
 	if err := row.Scan(&s.ID, &s.Title, &s.Status, &s.DoneReason, &s.Origin, &s.Platform, &tags, &ctxJSON, &caps,
-		&archived, &s.ForkedFrom, &s.Policy, &s.BasePolicy, &s.RequestCount, &s.CallerUser, &s.CallerKeyID, &s.ActiveRunID, &turnBeat,
+		&archived, &s.ForkedFrom, &s.Policy, &s.BasePolicy, &s.RequestCount, &s.CallerUser, &s.CallerKeyID, &s.CreatedBy, &s.ActiveRunID, &turnBeat,
 		&s.EventCount, &lastActive, &created); err != nil {
 		return nil, interpretError(err)
 	}
@@ -64,10 +64,10 @@ func sessionCreateTx(ctx context.Context, tx *sql.Tx, id string, p *store.Sessio
 	}
 	policy := p.Policy
 	_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, title, origin, platform, tags, context, capabilities,
-		forked_from, policy, base_policy, caller_user, caller_key_id, last_active_at, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		forked_from, policy, base_policy, caller_user, caller_key_id, created_by, last_active_at, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		id, p.Title, p.Origin, p.Platform, encodeJSON(tags), encodeJSON(ctxMap), encodeJSON(caps),
-		p.ForkedFrom, policy, policy, p.CallerUser, p.CallerKeyID, now, now)
+		p.ForkedFrom, policy, policy, p.CallerUser, p.CallerKeyID, p.CreatedBy, now, now)
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,12 @@ func (db *DB) SessionList(ctx context.Context, p *store.SessionListParams) ([]*s
 		out []*store.Session
 		err error
 	)
-	if q := strings.TrimSpace(p.Query); len([]rune(q)) >= 3 {
+	// Any filter text is valid and its cost bounded (SPEC §7): it is
+	// cleaned and capped here, once, for both query shapes.
+	clean := *p
+	clean.Query = cleanSearchText(p.Query)
+	p = &clean
+	if q := p.Query; len([]rune(q)) >= 3 {
 		out, err = db.searchList(ctx, p, q)
 	} else {
 		query, allArgs := sessionListQuery(p)
@@ -128,6 +133,11 @@ const searchStreamSlack = 64
 // sorted by a second search instead of row by row here. One snapshot.
 func (db *DB) searchList(ctx context.Context, p *store.SessionListParams, q string) ([]*store.Session, error) {
 	limit := listLimit(p)
+	release, err := db.searchSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	tx, err := db.r.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err

@@ -58,6 +58,10 @@ type Config struct {
 type DB struct {
 	w *sql.DB // one connection: every write transaction
 	r *sql.DB // read pool
+	// searches holds a slot per text search in flight (memo full-text
+	// search, session text filter): at most half the read pool, so however
+	// many searches arrive at once, every other read finds a connection.
+	searches chan struct{}
 
 	writes    chan *writeReq
 	stop      chan struct{}
@@ -119,7 +123,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 
-	db := &DB{w: w, r: r, writes: make(chan *writeReq, 1024), stop: make(chan struct{})}
+	db := &DB{w: w, r: r, writes: make(chan *writeReq, 1024), stop: make(chan struct{}), searches: make(chan struct{}, max(1, n/2))}
 	db.writerWG.Add(1)
 	go db.writer()
 	if err := db.checkFTS5(ctx); err != nil {
@@ -146,6 +150,17 @@ func (db *DB) checkFTS5(ctx context.Context) error {
 		return ErrNoFTS5
 	}
 	return nil
+}
+
+// searchSlot waits for a text-search slot (see DB.searches) and answers
+// the function that frees it.
+func (db *DB) searchSlot(ctx context.Context) (func(), error) {
+	select {
+	case db.searches <- struct{}{}:
+		return func() { <-db.searches }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // Close stops the write batcher (finishing the batch in hand) and closes

@@ -54,4 +54,48 @@ func runConsole(t *testing.T, newStore func(t *testing.T) store.Store) {
 		_, err = s.ConsoleSessionGetByID(ctx, "cs1")
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
+
+	t.Run("SignInFailures", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		const window = 15 * time.Minute
+		t0 := time.Date(2026, 4, 1, 10, 0, 0, 0, time.UTC)
+		add := func(at time.Time, keys ...string) {
+			t.Helper()
+			require.NoError(t, s.SignInFailureAddMany(ctx, &store.SignInFailureAddManyParams{Keys: keys, Now: at, Since: at.Add(-window)}))
+		}
+		list := func(at time.Time, keys ...string) map[string]*store.SignInFailure {
+			t.Helper()
+			fs, err := s.SignInFailureList(ctx, &store.SignInFailureListParams{Keys: keys, Since: at.Add(-window)})
+			require.NoError(t, err)
+			out := map[string]*store.SignInFailure{}
+			for _, f := range fs {
+				out[f.Key] = f
+			}
+			return out
+		}
+		for i := range 3 {
+			add(t0.Add(time.Duration(i)*time.Minute), "ua:ada|1.2.3.4", "u:ada")
+		}
+		add(t0.Add(5*time.Minute), "u:ada")
+		got := list(t0.Add(6*time.Minute), "ua:ada|1.2.3.4", "u:ada", "u:bob")
+		require.Len(t, got, 2, "keys with no count are absent")
+		require.Equal(t, 3, got["ua:ada|1.2.3.4"].Failures)
+		require.Equal(t, 4, got["u:ada"].Failures)
+		require.True(t, got["u:ada"].WindowStart.Equal(t0), "the window starts at its first failure")
+
+		require.Empty(t, list(t0.Add(window), "u:ada"), "a window that is over counts nothing")
+		add(t0.Add(window+time.Minute), "u:ada")
+		got = list(t0.Add(window+time.Minute), "u:ada", "ua:ada|1.2.3.4")
+		require.Equal(t, 1, got["u:ada"].Failures, "a failure after the window starts a new one")
+		require.True(t, got["u:ada"].WindowStart.Equal(t0.Add(window+time.Minute)))
+		require.NotContains(t, got, "ua:ada|1.2.3.4", "windows that are over are pruned")
+
+		require.NoError(t, s.SignInFailureDeleteMany(ctx, []string{"u:ada", "u:missing"}))
+		require.Empty(t, list(t0.Add(window+time.Minute), "u:ada"))
+		require.NoError(t, s.SignInFailureDeleteMany(ctx, nil))
+		fs, err := s.SignInFailureList(ctx, &store.SignInFailureListParams{Since: t0})
+		require.NoError(t, err)
+		require.Empty(t, fs)
+	})
 }

@@ -294,6 +294,21 @@ func runSessions(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.NoError(t, err)
 		require.Equal(t, "ada", got.CallerUser, "a request without identity keeps the last one")
 		require.ErrorIs(t, s.SessionTouch(ctx, &store.SessionTouchParams{ID: "ses_missing"}), store.ErrNotFound)
+		require.Empty(t, got.CreatedBy, "no creator was recorded")
+	})
+
+	t.Run("SessionCreatedByIsKept", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Title: "agent", Origin: store.OriginAgent, Policy: store.PolicyAuto,
+			CallerKeyID: "key_1", CreatedBy: "key:key_1"})
+		require.NoError(t, err)
+		require.Equal(t, "key:key_1", ses.CreatedBy)
+		require.NoError(t, s.SessionTouch(ctx, &store.SessionTouchParams{ID: ses.ID, CallerUser: "bob", CallerKeyID: "key_2"}))
+		got, err := s.SessionGetByID(ctx, ses.ID)
+		require.NoError(t, err)
+		require.Equal(t, "key:key_1", got.CreatedBy, "stamping refreshes the caller, never the creator")
+		require.Equal(t, "key_2", got.CallerKeyID)
 	})
 }
 

@@ -173,4 +173,5 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	runSessions(t, newStore)
 	runSlack(t, newStore)
 	runEngine(t, newStore)
+	runSearch(t, newStore)
 }

@@ -1,0 +1,124 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Input limits (SPEC §7), the same on every surface. They live here, in the
+// one package every layer imports, so the API, the console, the Slack bridge,
+// the CLI, the engine and the store implementations read the same numbers.
+const (
+	// MaxNameChars bounds titles, tags, dedupe keys and usernames, in
+	// characters (runes).
+	MaxNameChars = 500
+	// MaxTags bounds the tags of one memo or session.
+	MaxTags = 50
+	// MaxMemoBodyBytes bounds a memo body.
+	MaxMemoBodyBytes = 1 << 20
+	// MaxRequestBytes bounds an API request body and a console form; larger
+	// ones are answered 413.
+	MaxRequestBytes = 2 << 20
+	// MaxSearchTerms and MaxSearchChars bound the cost of a search: only the
+	// first MaxSearchChars characters of a search text are read and only its
+	// first MaxSearchTerms distinct terms searched. Search text is never
+	// refused: whatever lies past the caps is ignored.
+	MaxSearchTerms = 32
+	MaxSearchChars = 1000
+)
+
+// ErrTooLarge marks content past its size limit (a memo body over
+// MaxMemoBodyBytes). Such errors wrap ErrInvalid too; surfaces that tell
+// the two apart answer 413, as for an oversize request.
+var ErrTooLarge = errors.New("too large")
+
+// errTooLargeInvalid is the kind of a too-large refusal: both sentinels.
+var errTooLargeInvalid = fmt.Errorf("%w: %w", ErrInvalid, ErrTooLarge)
+
+// CheckText is the one text check: s must be valid UTF-8 without NUL bytes
+// and, when maxChars > 0, at most maxChars characters long. field names the
+// input in the error.
+func CheckText(field, s string, maxChars int) error {
+	if !utf8.ValidString(s) {
+		return Refuse(ErrInvalid, "%s is not valid UTF-8", field)
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return Refuse(ErrInvalid, "%s contains a NUL byte", field)
+	}
+	if maxChars > 0 && len(s) > maxChars && utf8.RuneCountInString(s) > maxChars {
+		return Refuse(ErrInvalid, "%s is longer than %d characters", field, maxChars)
+	}
+	return nil
+}
+
+// CheckName checks a title, tag, dedupe key or username.
+func CheckName(field, s string) error { return CheckText(field, s, MaxNameChars) }
+
+// CheckUsername checks a username: a name of at least one character, with
+// no whitespace (a space would make names that look alike).
+func CheckUsername(u string) error {
+	if u == "" {
+		return Refuse(ErrInvalid, "username is required")
+	}
+	if strings.ContainsFunc(u, unicode.IsSpace) {
+		return Refuse(ErrInvalid, "username may not contain spaces")
+	}
+	return CheckName("username", u)
+}
+
+// CheckMemoBody checks a memo body: UTF-8 without NUL, at most
+// MaxMemoBodyBytes bytes (past that the error wraps ErrTooLarge too).
+func CheckMemoBody(field, s string) error {
+	if len(s) > MaxMemoBodyBytes {
+		return &Refusal{Kind: errTooLargeInvalid, Reason: fmt.Sprintf("%s is larger than %d bytes", field, MaxMemoBodyBytes)}
+	}
+	return CheckText(field, s, 0)
+}
+
+// CheckTags checks a list of tags: at most MaxTags, each a name.
+func CheckTags(field string, tags []string) error {
+	if len(tags) > MaxTags {
+		return Refuse(ErrInvalid, "%s has %d tags, more than %d", field, len(tags), MaxTags)
+	}
+	for _, t := range tags {
+		if err := CheckName(field, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckValue checks every string inside a JSON-like value (a payload or a
+// context: maps, slices, strings, numbers, booleans), keys included, with
+// CheckText and no length limit.
+func CheckValue(field string, v any) error {
+	switch v := v.(type) {
+	case string:
+		return CheckText(field, v, 0)
+	case map[string]any:
+		for k, e := range v {
+			if err := CheckText(field+" key", k, 0); err != nil {
+				return err
+			}
+			if err := CheckValue(field+"."+k, e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if err := CheckValue(field, e); err != nil {
+				return err
+			}
+		}
+	case []string:
+		for _, e := range v {
+			if err := CheckText(field, e, 0); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package storetest
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// runSearch covers search text: any text is valid input (SPEC §7), never a
+// syntax error of the store's query dialect, and its cost is bounded.
+func runSearch(t *testing.T, newStore func(t *testing.T) store.Store) {
+	ctx := context.Background()
+
+	t.Run("MemoSearchAnyTextIsValid", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		m, err := s.MemoCreate(ctx, &store.MemoCreateParams{Title: "Kingfisher notes", Body: "Kingfishers nest in sandy banks near rivers."})
+		require.NoError(t, err)
+		for _, tc := range []struct {
+			name, q string
+			found   bool
+		}{
+			{"NUL", "\x00", true},
+			{"NULInsideATerm", "king\x00fisher", true},
+			{"NULBesideATerm", "kingfishers \x00", true},
+			{"ControlCharacters", "\x01\x02\t\x7fkingfishers\x1b", true},
+			{"InvalidUTF8", "\xff\xfe kingfishers", true},
+			{"LoneQuote", `"`, true},
+			{"UnbalancedPhrase", `"sandy banks`, true},
+			{"Phrase", `"sandy banks"`, true},
+			{"PhraseOutOfOrder", `"banks sandy"`, false},
+			{"PhrasePastThePhraseBudgetIsItsWords", `"rivers near banks sandy in nest kingfishers notes kingfisher"`, true},
+			{"HyphenatedWordIsAPhrase", "sandy-banks", true},
+			{"HyphenatedWordOutOfOrder", "banks-sandy", false},
+			{"NearOperator", "NEAR(kingfishers rivers)", false},
+			{"NearWords", "NEAR rivers", true},
+			{"OperatorsAreWords", "kingfishers AND OR NOT", false},
+			{"LeadingNot", "NOT kingfishers", false},
+			{"Star", "*", true},
+			{"Prefix", "king*", false},
+			{"Caret", "^kingfishers", true},
+			{"ColumnFilter", "title:kingfisher", false},
+			{"Braces", "{title body}: kingfishers", false},
+			{"Parens", "((((kingfishers", true},
+			{"Plus", "kingfishers + rivers", true},
+			{"EscapedQuotes", `""""kingfishers""""`, true},
+			{"Backslashes", `\\\ kingfishers \"`, true},
+			{"OnlyPunctuation", `-+*^:"(){}[],.;`, true},
+			{"Emoji", "🐦 kingfishers", true},
+			{"RepeatedTerms", strings.Repeat("kingfishers ", 15000), true},
+			{"ManyDistinctTerms", "kingfishers " + manyTerms(5000), false},
+			{"LongTerm", strings.Repeat("k", 900), false},
+			{"TermCutByTheCapIsIgnored", strings.Repeat("k", 100000), true},
+			{"LongHyphenatedTerm", strings.Repeat("a-", 450) + " ", false},
+			{"ManyPhrases", strings.Repeat(`"sandy banks" `, 1000), true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				found, err := s.MemoSearch(ctx, &store.MemoSearchParams{Query: tc.q})
+				require.NoError(t, err, "any search text is valid input")
+				if tc.found {
+					// Text that says nothing searchable lists the library; text
+					// that names kingfishers finds the memo.
+					require.Len(t, found, 1)
+					require.Equal(t, m.ID, found[0].ID)
+				} else {
+					require.Empty(t, found)
+				}
+			})
+		}
+	})
+
+	t.Run("MemoSearchTermsAreCapped", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		m, err := s.MemoCreate(ctx, &store.MemoCreateParams{Title: "Capped", Body: "alpha " + manyTerms(store.MaxSearchTerms)})
+		require.NoError(t, err)
+		// The first MaxSearchTerms distinct terms are searched; later ones,
+		// which no memo holds, are ignored.
+		q := strings.Repeat("alpha ", 100) + manyTerms(store.MaxSearchTerms-1) + " absent1 absent2"
+		found, err := s.MemoSearch(ctx, &store.MemoSearchParams{Query: q})
+		require.NoError(t, err)
+		require.Len(t, found, 1, "repeats count once; terms past the cap are ignored")
+		require.Equal(t, m.ID, found[0].ID)
+		found, err = s.MemoSearch(ctx, &store.MemoSearchParams{Query: "absent1 " + q})
+		require.NoError(t, err)
+		require.Empty(t, found, "a term within the cap must match")
+		// Text past MaxSearchChars characters is ignored.
+		found, err = s.MemoSearch(ctx, &store.MemoSearchParams{Query: "alpha" + strings.Repeat(" ", store.MaxSearchChars) + "absent1"})
+		require.NoError(t, err)
+		require.Len(t, found, 1)
+	})
+
+	t.Run("SessionListAnyTextIsValid", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Title: "Weekly digest loop", Origin: store.OriginUser, Policy: store.PolicyAuto,
+			Events: []*store.EventAppendParams{{Type: store.EventUserMessage}}})
+		require.NoError(t, err)
+		for _, q := range []string{"\x00", "dig\x00est", "\xff", `"`, "NEAR(a b)", "*", "^", strings.Repeat("digest ", 15000),
+			strings.Repeat("d", 100000)} {
+			_, err := s.SessionList(ctx, &store.SessionListParams{Origins: []string{store.OriginUser}, Query: q, Limit: 10})
+			require.NoError(t, err, "any search text is valid input: %q", truncateForMessage(q))
+		}
+		got, err := s.SessionList(ctx, &store.SessionListParams{Origins: []string{store.OriginUser}, Query: "digest\x00", Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, got, 1, "control characters are dropped from the filter")
+		require.Equal(t, ses.ID, got[0].ID)
+	})
+}
+
+// manyTerms is n distinct words t0 … t(n-1).
+func manyTerms(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString("t")
+		b.WriteString(strings.Repeat("x", i%7))
+		b.WriteString(itoa(i))
+	}
+	return b.String()
+}
+
+func itoa(i int) string {
+	const digits = "0123456789"
+	if i < 10 {
+		return digits[i : i+1]
+	}
+	return itoa(i/10) + digits[i%10:i%10+1]
+}
+
+func truncateForMessage(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
