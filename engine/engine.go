@@ -19,8 +19,6 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-// ErrForbidden marks a caller who may not do what they asked (a 403).
-var ErrForbidden = store.ErrForbidden
 
 // Config tunes the engine; zero values take the SPEC §1 defaults.
 type Config struct {
