@@ -19,7 +19,6 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-
 // Config tunes the engine; zero values take the SPEC §1 defaults.
 type Config struct {
 	Workers  int
@@ -111,12 +110,13 @@ type Event struct {
 
 // Engine is the workflow engine.
 type Engine struct {
-	cfg    Config
-	store  store.Store
-	models *model.Registry
-	lib    *library.Service
-	log    *slog.Logger
-	met    *metrics
+	claimMu sync.Mutex // one claim at a time in this process
+	cfg     Config
+	store   store.Store
+	models  *model.Registry
+	lib     *library.Service
+	log     *slog.Logger
+	met     *metrics
 
 	// wake carries "there may be work" to one idle worker; each worker that
 	// finds a full batch passes it on, so a burst fans out without every
@@ -350,19 +350,29 @@ func (e *Engine) recovered(ctx context.Context, g *retryGate, what string) {
 // claim takes up to limit pending items, oldest first: the engine picks
 // them and writes each run's run_started line with its claim; an item
 // another runner took meanwhile is skipped by the store's compare-and-set.
+// Claims are one at a time within this process, so its workers never race
+// each other for the same heads; a claim that lost every item to another
+// process looks again.
 func (e *Engine) claim(ctx context.Context, limit int) ([]*store.Run, error) {
-	items, err := e.store.QueueItemListPending(ctx, limit)
-	if err != nil || len(items) == 0 {
-		return nil, err
-	}
-	p := &store.QueueItemClaimParams{RunnerID: e.cfg.RunnerID, Now: e.cfg.Now(), Claims: make([]store.ItemClaim, len(items))}
-	for i, it := range items {
-		p.Claims[i] = store.ItemClaim{ItemID: it.ID, Events: []store.EventAppendParams{{Type: EventRunStarted, Actor: "engine",
-			Payload: map[string]any{"runId": store.RunIDForItem(it.ID), "itemId": it.ID, "command": it.Command}}}}
-	}
-	runs, err := e.store.QueueItemClaim(ctx, p)
-	if err != nil {
-		return nil, err
+	e.claimMu.Lock()
+	defer e.claimMu.Unlock()
+	var runs []*store.Run
+	for range 3 {
+		items, err := e.store.QueueItemListPending(ctx, limit)
+		if err != nil || len(items) == 0 {
+			return nil, err
+		}
+		p := &store.QueueItemClaimParams{RunnerID: e.cfg.RunnerID, Now: e.cfg.Now(), Claims: make([]store.ItemClaim, len(items))}
+		for i, it := range items {
+			p.Claims[i] = store.ItemClaim{ItemID: it.ID, Events: []store.EventAppendParams{{Type: EventRunStarted, Actor: "engine",
+				Payload: map[string]any{"runId": store.RunIDForItem(it.ID), "itemId": it.ID, "command": it.Command}}}}
+		}
+		if runs, err = e.store.QueueItemClaim(ctx, p); err != nil {
+			return nil, err
+		}
+		if len(runs) > 0 {
+			break
+		}
 	}
 	for _, r := range runs {
 		e.notify(Event{Kind: EventRunStarted, RunID: r.ID, ItemID: r.ItemID, SessionID: r.SessionID, Status: r.Status})
