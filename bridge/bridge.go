@@ -180,6 +180,19 @@ type Bridge struct {
 	mirrorWake chan struct{}
 	outboxWake chan struct{}
 
+	// mirror is the mirror loop's own state (one goroutine; no lock).
+	mirror struct {
+		// cur is the id of the last event the mirror has looked at: the
+		// stored cursor, or further when the events after it belonged to
+		// sessions without a Slack thread (the stored cursor only moves
+		// with a write, and a pass that queues nothing writes nothing).
+		cur    int64
+		loaded bool
+	}
+	// committed is the newest event id the store has notified: every event
+	// up to it is committed.
+	committed atomic.Int64
+
 	metrics metrics
 
 	batch struct {
@@ -245,8 +258,9 @@ func (b *Bridge) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Wake nudges the mirror, e.g. from the engine's notifications; it never
-// blocks.
+// Wake nudges the mirror; it never blocks. The store already wakes it after
+// every transcript write (Start subscribes), so only a writer outside this
+// process's store needs it.
 func (b *Bridge) Wake() { wake(b.mirrorWake) }
 
 func wake(c chan struct{}) {
@@ -273,6 +287,13 @@ func CanReply(s *store.Session) bool {
 // Start runs the inbox worker, the mirror and the outbox sender until ctx is
 // done. Deliveries left unprocessed by a previous process are handled first.
 func (b *Bridge) Start(ctx context.Context) error {
+	// Every transcript write, whoever makes it (a chat turn, a run, a
+	// console message), wakes the mirror, so what is recorded for a thread
+	// is queued for Slack within milliseconds (SPEC §5), not at the tick.
+	b.store.EventSubscribe(ctx, func(id int64) {
+		b.committed.Store(max(id, b.committed.Load())) // calls come one at a time
+		wake(b.mirrorWake)
+	})
 	var wg sync.WaitGroup
 	wg.Go(func() { b.identify(ctx) })
 	wg.Go(func() { b.loop(ctx, "inbox", b.inboxWake, b.processInbox) })
