@@ -203,8 +203,8 @@ type Bridge struct {
 }
 
 type metrics struct {
-	queued, sent, retried, failed prometheus.Counter
-	inbox                         *prometheus.CounterVec
+	queued, sent, retried, failed, found prometheus.Counter
+	inbox                                *prometheus.CounterVec
 }
 
 // New builds a bridge. api is the Web API client (point it at a fake with
@@ -229,6 +229,7 @@ func New(cfg Config, st store.Store, api *slack.Client, engine Engine, sessions 
 		sent:    counter("sent_total", "Slack writes delivered."),
 		retried: counter("retried_total", "Slack write attempts that failed and will be retried (outage, 429, refusal)."),
 		failed:  counter("failed_total", "Slack writes marked failed after Slack refused them repeatedly (kept in the outbox)."),
+		found:   counter("found_total", "Posts found already in Slack (an earlier attempt's answer was lost, e.g. to a crash) and recorded instead of posted again."),
 		inbox: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "holdfast", Subsystem: "slack_inbox", Name: "received_total",
 			Help: "Slack deliveries acknowledged, by kind and whether they were new or a redelivery."}, []string{"kind", "result"}),
 	}
@@ -241,7 +242,7 @@ var _ prometheus.Collector = (*Bridge)(nil)
 
 func (b *Bridge) collectors() []prometheus.Collector {
 	m := b.metrics
-	return []prometheus.Collector{m.queued, m.sent, m.retried, m.failed, m.inbox}
+	return []prometheus.Collector{m.queued, m.sent, m.retried, m.failed, m.found, m.inbox}
 }
 
 // Describe implements prometheus.Collector.
