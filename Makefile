@@ -45,5 +45,6 @@ FUZZTIME ?= 30s
 fuzz:
 	go test -run='^$$' -fuzz=FuzzCompile -fuzztime=$(FUZZTIME) ./engine/workflow
 	go test -run='^$$' -fuzz=FuzzRender -fuzztime=$(FUZZTIME) ./bridge/mrkdwn
+	go test -run='^$$' -fuzz=FuzzSplit -fuzztime=$(FUZZTIME) ./bridge/mrkdwn
 	go test -run='^$$' -fuzz=FuzzParseEvent -fuzztime=$(FUZZTIME) ./bridge
 	go test -run='^$$' -fuzz=FuzzParseInteraction -fuzztime=$(FUZZTIME) ./bridge

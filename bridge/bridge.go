@@ -131,6 +131,19 @@ type Bridge struct {
 	mirrorWake chan struct{}
 	outboxWake chan struct{}
 
+	// mirror is the mirror loop's own state (one goroutine; no lock).
+	mirror struct {
+		// cur is the id of the last event the mirror has looked at: the
+		// stored cursor, or further when the events after it belonged to
+		// sessions without a Slack thread (the stored cursor only moves
+		// with a write, and a pass that queues nothing writes nothing).
+		cur    int64
+		loaded bool
+	}
+	// committed is the newest event id the store has notified: every event
+	// up to it is committed.
+	committed atomic.Int64
+
 	metrics metrics
 
 	batch struct {
@@ -141,8 +154,8 @@ type Bridge struct {
 }
 
 type metrics struct {
-	queued, sent, retried, failed prometheus.Counter
-	inbox                         *prometheus.CounterVec
+	queued, sent, retried, failed, found prometheus.Counter
+	inbox                                *prometheus.CounterVec
 }
 
 // New builds a bridge. api is the Web API client (point it at a fake with
@@ -167,6 +180,7 @@ func New(cfg Config, st store.Store, api *slack.Client, eng Engine, ses *session
 		sent:    counter("sent_total", "Slack writes delivered."),
 		retried: counter("retried_total", "Slack write attempts that failed and will be retried (outage, 429, refusal)."),
 		failed:  counter("failed_total", "Slack writes marked failed after Slack refused them repeatedly (kept in the outbox)."),
+		found:   counter("found_total", "Posts found already in Slack (an earlier attempt's answer was lost, e.g. to a crash) and recorded instead of posted again."),
 		inbox: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "holdfast", Subsystem: "slack_inbox", Name: "received_total",
 			Help: "Slack deliveries acknowledged, by kind and whether they were new or a redelivery."}, []string{"kind", "result"}),
 	}
@@ -179,7 +193,7 @@ var _ prometheus.Collector = (*Bridge)(nil)
 
 func (b *Bridge) collectors() []prometheus.Collector {
 	m := b.metrics
-	return []prometheus.Collector{m.queued, m.sent, m.retried, m.failed, m.inbox}
+	return []prometheus.Collector{m.queued, m.sent, m.retried, m.failed, m.found, m.inbox}
 }
 
 // Describe implements prometheus.Collector.
@@ -196,8 +210,9 @@ func (b *Bridge) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Wake nudges the mirror, e.g. from the engine's notifications; it never
-// blocks.
+// Wake nudges the mirror; it never blocks. The store already wakes it after
+// every transcript write (Start subscribes), so only a writer outside this
+// process's store needs it.
 func (b *Bridge) Wake() { wake(b.mirrorWake) }
 
 func wake(c chan struct{}) {
@@ -224,6 +239,13 @@ func CanReply(s *store.Session) bool {
 // Start runs the inbox worker, the mirror and the outbox sender until ctx is
 // done. Deliveries left unprocessed by a previous process are handled first.
 func (b *Bridge) Start(ctx context.Context) error {
+	// Every transcript write, whoever makes it (a chat turn, a run, a
+	// console message), wakes the mirror, so what is recorded for a thread
+	// is queued for Slack within milliseconds (SPEC §5), not at the tick.
+	b.store.EventSubscribe(ctx, func(id int64) {
+		b.committed.Store(max(id, b.committed.Load())) // calls come one at a time
+		wake(b.mirrorWake)
+	})
 	var wg sync.WaitGroup
 	wg.Go(func() { b.identify(ctx) })
 	wg.Go(func() { b.loop(ctx, "inbox", b.inboxWake, b.processInbox) })

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -109,7 +110,6 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	deps.Slack = tb.bridge.Handler()
 	if o.real {
 		deps.API = hfapi.New(hfapi.Deps{Store: db, Log: log, Engine: tb.eng, Sessions: tb.sessions})
-		tb.eng.Subscribe(func(engine.Event) { tb.bridge.Wake() })
 	}
 	tb.srv = httptest.NewServer(server.Handler(deps))
 
@@ -251,6 +251,27 @@ func (tb *testBundle) inboxDrained(t *testing.T) {
 		p, err := tb.store.SlackInboxPending(tb.ctx, 1)
 		return err == nil && len(p) == 0
 	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// idle waits until the bridge has nothing left to do: every delivery
+// processed, every Slack session event mirrored, every outbox message
+// settled. A "nothing else was posted" assertion must wait for this first.
+func (tb *testBundle) idle(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		if p, err := tb.store.SlackInboxPending(tb.ctx, 1); err != nil || len(p) > 0 {
+			return false
+		}
+		cur, err := tb.store.SlackMirrorCursor(tb.ctx)
+		if err != nil {
+			return false
+		}
+		if evs, err := tb.store.SlackMirrorEvents(tb.ctx, cur, 1); err != nil || len(evs) > 0 {
+			return false
+		}
+		_, err = tb.store.SlackOutboxNextDue(tb.ctx)
+		return errors.Is(err, store.ErrNotFound)
+	}, 10*time.Second, 5*time.Millisecond, "the bridge goes idle")
 }
 
 // inboxPendingIs waits until exactly n deliveries are unprocessed.

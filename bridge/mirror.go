@@ -30,14 +30,28 @@ func esc(s string) string { return escaper.Replace(s) }
 
 // mirrorOnce turns the next page of Slack sessions' transcript events into
 // outbox messages, moving the cursor in the same transaction.
+//
+// The store wakes the mirror after every transcript write, Slack-bound or
+// not, so a pass must cost what was written since the last one: a page that
+// finds no (more) Slack events moves the in-memory cursor past every event
+// the store had notified before the read, so the next pass does not walk
+// them again.
 func (b *Bridge) mirrorOnce(ctx context.Context) (bool, error) {
-	cur, err := b.store.SlackMirrorCursor(ctx)
+	if !b.mirror.loaded {
+		cur, err := b.store.SlackMirrorCursor(ctx)
+		if err != nil {
+			return false, err
+		}
+		b.mirror.cur, b.mirror.loaded = cur, true
+	}
+	seen := b.committed.Load() // every event up to seen is committed: this read sees them all
+	evs, err := b.store.SlackMirrorEvents(ctx, b.mirror.cur, mirrorBatch)
 	if err != nil {
 		return false, err
 	}
-	evs, err := b.store.SlackMirrorEvents(ctx, cur, mirrorBatch)
-	if err != nil || len(evs) == 0 {
-		return false, err
+	if len(evs) == 0 {
+		b.mirror.cur = max(b.mirror.cur, seen)
+		return false, nil
 	}
 	var msgs []*store.SlackOutboxAddParams
 	batch := map[string]*store.SlackOutboxAddParams{} // cards queued by this page, not yet committed
@@ -50,6 +64,10 @@ func (b *Bridge) mirrorOnce(ctx context.Context) (bool, error) {
 	n, err := b.store.SlackMirrorAdvance(ctx, evs[len(evs)-1].ID, msgs)
 	if err != nil {
 		return false, err
+	}
+	b.mirror.cur = max(b.mirror.cur, evs[len(evs)-1].ID)
+	if len(evs) < mirrorBatch {
+		b.mirror.cur = max(b.mirror.cur, seen)
 	}
 	b.metrics.queued.Add(float64(n))
 	if n > 0 {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -92,7 +94,7 @@ func (b *Bridge) deliver(ctx context.Context, m *store.SlackOutboxMsg) error {
 		if m.ThreadTS != "" {
 			opts = append(opts, slack.MsgOptionTS(m.ThreadTS))
 		}
-		_, ts, err = b.api.PostMessageContext(ctx, m.Channel, opts...)
+		ts, err = b.post(ctx, m, opts, log)
 	case store.SlackEphemeral:
 		if m.ThreadTS != "" {
 			opts = append(opts, slack.MsgOptionTS(m.ThreadTS))
@@ -134,6 +136,139 @@ func (b *Bridge) deliver(ctx context.Context, m *store.SlackOutboxMsg) error {
 	log.WarnContext(ctx, "slack: write failed; will retry", slog.Int("attempts", m.Attempts+1), slog.Time("next", next), slog.Any("error", err))
 	return b.store.SlackOutboxRetry(ctx, m.ID, next, err.Error())
 }
+
+// outboxEventType is the message metadata event type of every post: its
+// payload, {"id": "<outbox id>"}, is how a post whose answer was lost is
+// found in Slack again (SPEC §5).
+const outboxEventType = "holdfast_outbox"
+
+// Bounds of the search for an earlier attempt. lookupSkew widens it back
+// from the first attempt, because Slack's clock (which gives ts) may be
+// behind ours; lookupPages of lookupPageSize messages bound what one search
+// reads.
+const (
+	lookupSkew     = 10 * time.Minute
+	lookupPages    = 25
+	lookupPageSize = 200
+)
+
+// post makes chat.postMessage exactly once across crashes (SPEC §5). The
+// attempt is on record before the call, and the post carries its outbox id
+// as message metadata; a message with an attempt on record may be in Slack
+// although its ts was never recorded (the process died, or the answer was
+// lost), so it is looked up there first and, if found, answered with the
+// ts found instead of being posted again.
+//
+// The attempt mark stays after a failure Slack answered (429, ok:false),
+// which costs one needless search on the retry: it keeps one rule (an
+// attempted post is searched for) instead of telling outcomes apart.
+func (b *Bridge) post(ctx context.Context, m *store.SlackOutboxMsg, opts []slack.MsgOption, log *slog.Logger) (string, error) {
+	if m.AttemptedAt == nil {
+		if err := b.store.SlackOutboxAttempt(ctx, m.ID); err != nil {
+			return "", fmt.Errorf("record the attempt before posting: %w", err)
+		}
+	} else {
+		ts, found, err := b.findPosted(ctx, m)
+		var se slack.SlackErrorResponse
+		switch {
+		case err == nil && found:
+			b.metrics.found.Inc()
+			log.InfoContext(ctx, "slack: message was already posted by an earlier attempt; recorded, not posted again",
+				slog.Int64("outbox_id", m.ID), slog.String("ts", ts))
+			return ts, nil
+		case err == nil:
+		case errors.As(err, &se) && !transientSlackErrors[se.Err]:
+			// Slack refuses the search itself (missing_scope,
+			// not_in_channel): asking again will not help, and holding the
+			// thread back for good would drop its messages.
+			log.ErrorContext(ctx, "slack: cannot look for an earlier attempt; posting again (exactly-once needs history read access: channels:history, groups:history, im:history)",
+				slog.Int64("outbox_id", m.ID), slog.Any("error", err))
+		default:
+			return "", fmt.Errorf("look in Slack for an earlier attempt: %w", err)
+		}
+	}
+	opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{EventType: outboxEventType,
+		EventPayload: map[string]any{"id": strconv.FormatInt(m.ID, 10)}}))
+	_, ts, err := b.api.PostMessageContext(ctx, m.Channel, opts...)
+	return ts, err
+}
+
+// findPosted looks for m in Slack by its metadata, among the bot's messages
+// since its first attempt. A thread reply is searched for in its thread
+// (conversations.replies); a top-level message in the channel's history
+// (conversations.history), because conversations.replies needs the ts of the
+// thread's root, and for a top-level post that is the very ts being looked
+// for. Both are asked for include_all_metadata (without it Slack leaves
+// metadata out) and bounded by oldest, so a search reads what was posted
+// since the attempt, not the whole conversation.
+func (b *Bridge) findPosted(ctx context.Context, m *store.SlackOutboxMsg) (string, bool, error) {
+	bot, err := b.ownBotID(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	id := strconv.FormatInt(m.ID, 10)
+	oldest := slackTS(m.AttemptedAt.Add(-lookupSkew))
+	cursor := ""
+	for range lookupPages {
+		var (
+			msgs []slack.Message
+			more bool
+			next string
+		)
+		if m.ThreadTS != "" {
+			msgs, more, next, err = b.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+				ChannelID: m.Channel, Timestamp: m.ThreadTS, Cursor: cursor, Oldest: oldest, Inclusive: true,
+				Limit: lookupPageSize, IncludeAllMetadata: true})
+			var se slack.SlackErrorResponse
+			if errors.As(err, &se) && se.Err == "thread_not_found" {
+				return "", false, nil // no thread, so nothing of ours in it
+			}
+		} else {
+			var h *slack.GetConversationHistoryResponse
+			h, err = b.api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
+				ChannelID: m.Channel, Cursor: cursor, Oldest: oldest, Inclusive: true,
+				Limit: lookupPageSize, IncludeAllMetadata: true})
+			if err == nil {
+				msgs, more, next = h.Messages, h.HasMore, h.ResponseMetaData.NextCursor
+			}
+		}
+		if err != nil {
+			return "", false, err
+		}
+		for _, msg := range msgs {
+			md := msg.Metadata
+			if md.EventType == outboxEventType && fmt.Sprint(md.EventPayload["id"]) == id && msg.BotID == bot {
+				return msg.Timestamp, true, nil
+			}
+		}
+		if !more || next == "" {
+			return "", false, nil
+		}
+		cursor = next
+	}
+	b.log.WarnContext(ctx, "slack: searched as far as allowed for an earlier attempt; treating it as not posted",
+		slog.Int64("outbox_id", m.ID), slog.String("channel", m.Channel), slog.Int("messages", lookupPages*lookupPageSize))
+	return "", false, nil
+}
+
+// ownBotID is the bot's bot_id, which its own posts carry (so another app's
+// metadata is never taken for ours); learnt by identify, or asked for here
+// when a search comes first.
+func (b *Bridge) ownBotID(ctx context.Context) (string, error) {
+	if id := b.botID.Load().(string); id != "" {
+		return id, nil
+	}
+	res, err := b.api.AuthTestContext(ctx)
+	if err != nil {
+		return "", fmt.Errorf("auth.test: %w", err)
+	}
+	b.botID.CompareAndSwap("", res.BotID)
+	b.botUserID.CompareAndSwap("", res.UserID)
+	return res.BotID, nil
+}
+
+// slackTS writes t as a Slack timestamp ("<seconds>.<microseconds>").
+func slackTS(t time.Time) string { return fmt.Sprintf("%d.%06d", t.Unix(), t.Nanosecond()/1000) }
 
 // transientSlackErrors are ok:false answers that mean "try again later".
 var transientSlackErrors = map[string]bool{

@@ -40,6 +40,13 @@ type SlackStore interface {
 	SlackOutboxNextDue(ctx context.Context) (time.Time, error)
 	// SlackOutboxGetByKey reads a message by its dedupe key.
 	SlackOutboxGetByKey(ctx context.Context, key string) (*SlackOutboxMsg, error)
+	// SlackOutboxAttempt records, durably and before the call, that a post
+	// of pending message id is about to be made: from then on the message
+	// may be in Slack even if its SlackOutboxSent never happens (a crash
+	// between the post and the record), so the bridge looks it up before
+	// posting it again (SPEC §5, exactly once). AttemptedAt keeps the first
+	// attempt's time. ErrNotFound when id is not pending.
+	SlackOutboxAttempt(ctx context.Context, id int64) error
 	// SlackOutboxSent records a delivered message and the ts Slack gave it.
 	SlackOutboxSent(ctx context.Context, id int64, ts string) error
 	// SlackOutboxRetry records a failed attempt and when to try again.
@@ -132,6 +139,9 @@ type SlackOutboxMsg struct {
 	SentTS    string
 	CreatedAt time.Time
 	SentAt    *time.Time
+	// AttemptedAt is when a post of it was first attempted (nil: never),
+	// see SlackOutboxAttempt.
+	AttemptedAt *time.Time
 }
 
 // SlackMirrorEvent is a transcript event of a Slack session and its thread tag.

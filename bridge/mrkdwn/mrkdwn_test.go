@@ -214,25 +214,36 @@ func TestSplitLimits(t *testing.T) {
 	require.Len(t, msgs, 8)
 }
 
-func TestCutAt(t *testing.T) {
+func TestCutLine(t *testing.T) {
 	t.Parallel()
+	bold := func(s string) string { return string(markOpen) + "*" + s + string(markClose) + "*" }
 	cases := []struct {
-		s    string
-		max  int
-		want int
+		s          string
+		max        int
+		head, tail string
 	}{
-		{"abcdef", 3, 3},
-		{"ab&amp;cd", 4, 2},
-		{"ab&amp;cd", 7, 7},
-		{"ab&lt;", 5, 2},
-		{"日本語", 2, 6},
-		{"🎉🎉", 3, 4},
-		{"aaaa bbbb", 7, 5},
-		{"abc", 0, 0},
+		{"abcdef", 3, "abc", "def"},
+		{"ab&amp;cd", 4, "ab", "&amp;cd"},
+		{"ab&amp;cd", 7, "ab&amp;", "cd"},
+		{"ab&lt;", 5, "ab", "&lt;"},
+		{"日本語", 2, "日本", "語"},
+		{"🎉🎉", 3, "🎉", "🎉"},
+		{"aaaa bbbb", 7, "aaaa", "bbbb"},
+		{"a " + atom("<https://x.y|link text>") + " b", 10, "a", atom("<https://x.y|link text>") + " b"},
+		{bold("aa bb cc"), 8, bold("aa bb"), bold("cc")},
+		{"x " + bold("aa"), 3, "x", bold("aa")},
+		{bold("aa") + " y", 4, bold("aa"), "y"},
 	}
 	for _, tc := range cases {
-		require.Equal(t, tc.want, cutAt(tc.s, tc.max), "%q %d", tc.s, tc.max)
+		head, tail, ok := cutLine(tc.s, tc.max)
+		require.True(t, ok, "%q %d", tc.s, tc.max)
+		require.Equal(t, []string{tc.head, tc.tail}, []string{head, tail}, "%q %d", tc.s, tc.max)
+		require.LessOrEqual(t, charLen(head), tc.max)
 	}
+	_, _, ok := cutLine(atom("<https://x.y|link text>")+" b", 10)
+	require.False(t, ok, "an atom longer than the room is not cut")
+	_, _, ok = cutLine("abc", 0)
+	require.False(t, ok)
 }
 
 func FuzzRender(f *testing.F) {
@@ -248,26 +259,115 @@ func FuzzRender(f *testing.F) {
 	// Real limits are only reached by large inputs, which fuzz slowly, so
 	// the splitter is also run with a small section limit.
 	const small = 48
-	strip := strings.NewReplacer("`", "", ">", "")
-	squashAll := func(s string) string { return strings.Join(strings.Fields(strip.Replace(s)), "") }
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out := Render(in)
 		if utf8.Valid(in) {
 			require.True(t, utf8.ValidString(out))
 		}
+		require.NotContains(t, out, string(atomStart), "sentinels never reach Slack")
 		fb := Fallback(in, 150)
 		require.LessOrEqual(t, utf8.RuneCountInString(fb), 150)
 		checkLimits(t, Blocks(in))
-
-		secs := sections(renderBlocks(in), small)
-		var joined strings.Builder
-		for _, s := range secs {
-			require.LessOrEqual(t, charLen(s), small, "%q", s)
-			require.True(t, utf8.ValidString(s) || !utf8.Valid(in))
-			joined.WriteString(squashAll(s))
-		}
-		require.Equal(t, squashAll(out), joined.String())
+		checkSplit(t, in, small)
 	})
+}
+
+// FuzzSplit checks SPEC §5's split rule at section limits the fuzzer picks:
+// every chunk is within the limit, no chunk holds a broken <…>, a cut entity
+// or unbalanced emphasis, and the chunks hold the whole rendering.
+func FuzzSplit(f *testing.F) {
+	var links, bold strings.Builder
+	for i := range 30 {
+		fmt.Fprintf(&links, "[read more here](https://example.com/page/%d) ", i)
+		fmt.Fprintf(&bold, "word%d ", i)
+	}
+	for _, s := range []string{
+		links.String(),
+		"**" + strings.TrimSpace(bold.String()) + "** and _" + strings.TrimSpace(bold.String()) + "_",
+		"***" + strings.TrimSpace(bold.String()) + "***",
+		"# " + bold.String(),
+		"~~**[l](https://x.y/" + strings.Repeat("a", 80) + ")**~~ `" + strings.Repeat("code ", 30) + "`",
+		"> " + links.String() + "\n> " + bold.String(),
+		"- **" + strings.TrimSpace(bold.String()) + "**\n  - `x & y` " + links.String(),
+	} {
+		f.Add([]byte(s), uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, in []byte, lim uint8) {
+		checkSplit(t, in, 40+int(lim))
+	})
+}
+
+// canonical is rendered text reduced to what a split must keep: links as
+// label then URL (the order an over-long link is shown in as plain text),
+// no markup characters (cuts add emphasis markers), no whitespace.
+func canonical(s string) string {
+	s = linkRe.ReplaceAllStringFunc(s, func(m string) string {
+		url, label, ok := strings.Cut(m[1:len(m)-1], "|")
+		if !ok {
+			return url
+		}
+		return label + url
+	})
+	return strings.Join(strings.Fields(strings.NewReplacer("`", "", ">", "", "<", "", "*", "", "_", "", "~", "", "(", "", ")", "", "|", "").Replace(s)), "")
+}
+
+// checkSplit splits in at limit and checks every chunk (SPEC §5).
+func checkSplit(t *testing.T, in []byte, limit int) {
+	t.Helper()
+	var joined strings.Builder
+	for i, s := range sections(renderBlocks(in), limit) {
+		require.LessOrEqual(t, charLen(s), limit, "chunk %d over the limit: %q", i, s)
+		checkSpans(t, s)
+		plain := strip(s)
+		require.True(t, utf8.ValidString(plain) || !utf8.Valid(in))
+		require.Empty(t, brokenLink(plain), "chunk %d cuts a link: %q", i, plain)
+		for rest := plain; strings.Contains(rest, "&"); rest = rest[1:] {
+			rest = rest[strings.IndexByte(rest, '&'):]
+			require.True(t, strings.HasPrefix(rest, "&amp;") || strings.HasPrefix(rest, "&lt;") || strings.HasPrefix(rest, "&gt;"),
+				"chunk %d cuts an entity: %q", i, rest[:min(len(rest), 6)])
+		}
+		joined.WriteString(canonical(plain))
+	}
+	require.Equal(t, canonical(Render(in)), joined.String(), "the chunks hold the whole rendering")
+}
+
+// checkSpans asserts a chunk's structure as the renderer marked it: atoms
+// whole, emphasis balanced within each line, and every emphasis span
+// non-empty with its markers touching text (else Slack shows them
+// literally). Backtick spans (over-long code spans cut in pieces) may hold
+// spaces at their ends, as code spans may.
+func checkSpans(t *testing.T, chunk string) {
+	t.Helper()
+	for _, ln := range strings.Split(chunk, "\n") {
+		toks := tokenize(ln)
+		var stack []string
+		for k, tk := range toks {
+			switch tk.kind {
+			case tokAtom:
+				if strings.HasPrefix(tk.s, string(atomStart)) {
+					require.True(t, strings.HasSuffix(tk.s, string(atomEnd)), "atom cut: %q", ln)
+				}
+			case tokOpen:
+				stack = append(stack, tk.marker())
+				require.Less(t, k+1, len(toks), "span opened at the end: %q", ln)
+				next := toks[k+1]
+				require.NotEqual(t, tokClose, next.kind, "empty span: %q", ln)
+				if tk.marker() != "`" {
+					require.NotEqual(t, tokSpace, next.kind, "span opened before a space: %q", ln)
+				}
+			case tokClose:
+				require.NotEmpty(t, stack, "span closed but not open: %q", ln)
+				require.Equal(t, stack[len(stack)-1], tk.marker(), "spans closed out of order: %q", ln)
+				stack = stack[:len(stack)-1]
+				prev := toks[k-1]
+				require.NotEqual(t, tokOpen, prev.kind, "empty span: %q", ln)
+				if tk.marker() != "`" {
+					require.NotEqual(t, tokSpace, prev.kind, "span closed after a space: %q", ln)
+				}
+			}
+		}
+		require.Empty(t, stack, "span left open at the end of a line: %q", ln)
+	}
 }
 
 func BenchmarkRender(b *testing.B) {

@@ -78,6 +78,11 @@ func parse(md []byte) (*renderer, ast.Node) {
 		// cut on a real rune boundary.
 		md = bytes.ToValidUTF8(md, []byte("\uFFFD"))
 	}
+	if bytes.ContainsAny(md, sentinels) {
+		// The span sentinels are ours alone (see split.go): input that
+		// carries them could forge a span.
+		md = []byte(unforge.Replace(string(md)))
+	}
 	r := &renderer{src: md}
 	r.w = bufio.NewWriter(&r.buf)
 	return r, parser.Parse(text.NewReader(md))
@@ -127,7 +132,7 @@ func Render(md []byte) string {
 	for i, b := range blocks {
 		parts[i] = joinLines(b)
 	}
-	return strings.Join(parts, "\n\n")
+	return strip(strings.Join(parts, "\n\n"))
 }
 
 func (r *renderer) block(n ast.Node) []line {
@@ -349,7 +354,7 @@ func (r *renderer) inline(b *strings.Builder, n ast.Node, st style) {
 		}
 	case *ast.CodeSpan:
 		if c := codeSpan(r.src, n); strings.TrimSpace(c) != "" {
-			b.WriteString("`" + esc(c) + "`")
+			b.WriteString(atom("`" + esc(c) + "`"))
 		} else {
 			b.WriteString(c)
 		}
@@ -384,13 +389,13 @@ func (r *renderer) inline(b *strings.Builder, n ast.Node, st style) {
 		}
 	case *ast.Link:
 		if u, ok := r.safeURL(n.Destination); ok {
-			b.WriteString(link(u, r.plain(n)))
+			b.WriteString(atom(link(u, r.plain(n))))
 		} else {
 			b.WriteString(r.inlines(n, st))
 		}
 	case *ast.Image:
 		if u, ok := r.safeURL(n.Destination); ok {
-			b.WriteString(link(u, r.plain(n)))
+			b.WriteString(atom(link(u, r.plain(n))))
 		} else {
 			b.WriteString(esc(r.plain(n)))
 		}
@@ -398,7 +403,7 @@ func (r *renderer) inline(b *strings.Builder, n ast.Node, st style) {
 		label := string(n.Label(r.src))
 		u := autoLinkURL(r.src, n)
 		if su, ok := checkURL(u); ok {
-			b.WriteString(link(su, label))
+			b.WriteString(atom(link(su, label)))
 		} else {
 			b.WriteString(esc(label))
 		}
@@ -456,14 +461,15 @@ func wrapLines(s, marker string) string {
 }
 
 // wrap puts marker around s with surrounding whitespace moved outside:
-// Slack ignores `* x*`, and an empty `**` would be literal text.
+// Slack ignores `* x*`, and an empty `**` would be literal text. The markers
+// carry sentinels so that the splitter can close and reopen the span.
 func wrap(s, marker string) string {
 	core := strings.TrimSpace(s)
 	if core == "" {
 		return s
 	}
 	i := strings.Index(s, core)
-	return s[:i] + marker + core + marker + s[i+len(core):]
+	return s[:i] + string(markOpen) + marker + core + string(markClose) + marker + s[i+len(core):]
 }
 
 // link builds Slack's <url|label>. url is already escaped and sanitised;

@@ -186,7 +186,6 @@ func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engi
 	if err := eng.Registry().Register(b); err != nil {
 		return nil, nil, fmt.Errorf("slack metrics: %w", err)
 	}
-	eng.Subscribe(func(engine.Event) { b.Wake() })
 
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup

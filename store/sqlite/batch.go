@@ -118,6 +118,13 @@ func (db *DB) runBatch(batch []*writeReq) {
 			req.done <- interpretError(err)
 		}
 	}
+	commit := func(tx *sql.Tx) {
+		err := tx.Commit()
+		if err == nil {
+			db.events.committed(db.w)
+		}
+		finish(err)
+	}
 	// The transaction is not bound to any one caller's context: one caller
 	// giving up must not roll back the others' writes.
 	ctx := context.Background()
@@ -128,7 +135,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 	}
 	if len(batch) > 1 && rerunnable(batch) {
 		if db.runOptimistic(tx, batch, results) {
-			finish(tx.Commit())
+			commit(tx)
 			return
 		}
 		_ = tx.Rollback()
@@ -150,7 +157,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 			finish(nil)
 			return
 		}
-		finish(tx.Commit())
+		commit(tx)
 		return
 	}
 	for i, req := range batch {
@@ -177,7 +184,7 @@ func (db *DB) runBatch(batch []*writeReq) {
 			return
 		}
 	}
-	finish(tx.Commit())
+	commit(tx)
 }
 
 func rerunnable(batch []*writeReq) bool {

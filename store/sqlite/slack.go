@@ -205,22 +205,26 @@ func (db *DB) SlackOutboxAdd(ctx context.Context, msgs []*store.SlackOutboxAddPa
 }
 
 const outboxColumns = `id, dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, status, attempts,
-	next_at, last_error, sent_ts, created_at, sent_at`
+	next_at, last_error, sent_ts, created_at, sent_at, attempted_at`
 
 func scanOutbox(row scanner) (*store.SlackOutboxMsg, error) {
 	var (
-		m               store.SlackOutboxMsg
-		nextAt, created string
-		sentAt          sql.NullString
+		m                 store.SlackOutboxMsg
+		nextAt, created   string
+		sentAt, attempted sql.NullString
 	)
 	if err := row.Scan(&m.ID, &m.DedupeKey, &m.Queue, &m.Method, &m.Channel, &m.ThreadTS, &m.User, &m.Text, &m.Blocks,
-		&m.RefKey, &m.Status, &m.Attempts, &nextAt, &m.LastError, &m.SentTS, &created, &sentAt); err != nil {
+		&m.RefKey, &m.Status, &m.Attempts, &nextAt, &m.LastError, &m.SentTS, &created, &sentAt, &attempted); err != nil {
 		return nil, interpretError(err)
 	}
 	m.NextAt, m.CreatedAt = parseTime(nextAt), parseTime(created)
 	if sentAt.Valid {
 		t := parseTime(sentAt.String)
 		m.SentAt = &t
+	}
+	if attempted.Valid {
+		t := parseTime(attempted.String)
+		m.AttemptedAt = &t
 	}
 	return &m, nil
 }
@@ -270,6 +274,13 @@ func (db *DB) outboxSet(ctx context.Context, what string, id int64, query string
 		return fmt.Errorf("slack outbox %s: %w", what, err)
 	}
 	return nil
+}
+
+// SlackOutboxAttempt records that a post of a pending message is starting,
+// keeping the first attempt's time.
+func (db *DB) SlackOutboxAttempt(ctx context.Context, id int64) error {
+	return db.outboxSet(ctx, "attempt", id, `UPDATE slack_outbox SET attempted_at = COALESCE(attempted_at, ?)
+		WHERE id = ? AND status = 'pending'`, formatTime(time.Now()), id)
 }
 
 // SlackOutboxSent records a delivered message and its ts.

@@ -67,6 +67,8 @@ type DB struct {
 	stop      chan struct{}
 	writerWG  sync.WaitGroup
 	closeOnce sync.Once
+
+	events eventNotifier // EventSubscribe's
 }
 
 var _ store.Store = (*DB)(nil)
@@ -124,6 +126,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	r.SetMaxIdleConns(n)
 
 	db := &DB{w: w, r: r, writes: make(chan *writeReq, 1024), stop: make(chan struct{}), searches: make(chan struct{}, max(1, n/2))}
+	db.events.subs, db.events.stop = map[*eventSub]struct{}{}, db.stop
 	db.writerWG.Add(1)
 	go db.writer()
 	if err := db.checkFTS5(ctx); err != nil {

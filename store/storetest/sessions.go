@@ -310,6 +310,74 @@ func runSessions(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Equal(t, "key:key_1", got.CreatedBy, "stamping refreshes the caller, never the creator")
 		require.Equal(t, "key_2", got.CallerKeyID)
 	})
+
+	t.Run("EventSubscribe", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		subCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		notices := make(chan int64, 1024)
+		s.EventSubscribe(subCtx, func(id int64) { notices <- id })
+		// waitFor answers once a notice covers event id: notices coalesce,
+		// so it is the newest id that counts.
+		waitFor := func(what string, id int64) {
+			t.Helper()
+			deadline := time.After(5 * time.Second)
+			for {
+				select {
+				case got := <-notices:
+					if got >= id {
+						return
+					}
+				case <-deadline:
+					t.Fatalf("no notice for %s (event %d)", what, id)
+				}
+			}
+		}
+
+		ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginChannel, Tags: []string{"slack:C1:9.000001"}, Policy: "auto",
+			Events: []*store.EventAppendParams{{Type: store.EventUserMessage, Actor: "slack:U1", Payload: map[string]any{"text": "hi"}}}})
+		require.NoError(t, err)
+		evs, err := s.EventList(ctx, &store.EventListParams{SessionID: ses.ID})
+		require.NoError(t, err)
+		waitFor("a session created with events", evs[0].ID)
+
+		ev, err := s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: store.EventAssistantMessage, Actor: "holdfast"})
+		require.NoError(t, err)
+		waitFor("an appended event", ev.ID)
+
+		_, upd, err := s.SessionUpdate(ctx, &store.SessionUpdateParams{ID: ses.ID, Events: []*store.EventAppendParams{
+			{Type: store.EventAssistantMessage, Actor: "holdfast", Payload: map[string]any{"text": "a chat reply"}}}})
+		require.NoError(t, err)
+		waitFor("a session update with events", upd[0].ID)
+
+		_, err = s.SlackInboxAdd(ctx, []*store.SlackInboxAddParams{{Key: "EvN", Kind: store.SlackKindEvent, Body: []byte(`{}`)}})
+		require.NoError(t, err)
+		pending, err := s.SlackInboxPending(ctx, 1)
+		require.NoError(t, err)
+		ev, err = s.SlackInboxAppendEvent(ctx, pending[0].ID, &store.EventAppendParams{SessionID: ses.ID, Type: store.EventUserMessage, Actor: "slack:U1"})
+		require.NoError(t, err)
+		waitFor("an event appended with its inbox delivery", ev.ID)
+
+		// Once ctx is done fn is not called again: a second subscriber
+		// hearing of a later event proves the notice went out.
+		cancel()
+		other := make(chan int64, 16)
+		s.EventSubscribe(ctx, func(id int64) { other <- id })
+		ev, err = s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: store.EventAssistantMessage, Actor: "holdfast"})
+		require.NoError(t, err)
+		select {
+		case got := <-other:
+			require.GreaterOrEqual(t, got, ev.ID)
+		case <-time.After(5 * time.Second):
+			t.Fatal("no notice for the second subscriber")
+		}
+		select {
+		case got := <-notices:
+			require.Less(t, got, ev.ID, "a cancelled subscription is not called for later commits")
+		default:
+		}
+	})
 }
 
 func ptr2(b bool) *bool { return &b }

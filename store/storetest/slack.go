@@ -133,6 +133,39 @@ func runSlack(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
+	t.Run("SlackOutboxAttempt", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		_, err := s.SlackOutboxAdd(ctx, []*store.SlackOutboxAddParams{
+			{DedupeKey: "p1", Queue: "C1:1", Method: store.SlackPost, Channel: "C1", ThreadTS: "1", Text: "p1"}})
+		require.NoError(t, err)
+		due, err := s.SlackOutboxDue(ctx, time.Now(), 10)
+		require.NoError(t, err)
+		require.Nil(t, due[0].AttemptedAt, "never attempted")
+
+		before := time.Now()
+		require.NoError(t, s.SlackOutboxAttempt(ctx, due[0].ID))
+		due, err = s.SlackOutboxDue(ctx, time.Now(), 10)
+		require.NoError(t, err)
+		require.NotNil(t, due[0].AttemptedAt, "the attempt is on record before the post")
+		first := *due[0].AttemptedAt
+		require.WithinDuration(t, before, first, 5*time.Second)
+		require.Zero(t, due[0].Attempts, "an attempt on record is not a failed attempt")
+
+		// A failed attempt and the next one keep the first attempt's time:
+		// the message may have reached Slack on any of them.
+		require.NoError(t, s.SlackOutboxRetry(ctx, due[0].ID, time.Now(), "timeout"))
+		require.NoError(t, s.SlackOutboxAttempt(ctx, due[0].ID))
+		got, err := s.SlackOutboxGetByKey(ctx, "p1")
+		require.NoError(t, err)
+		require.NotNil(t, got.AttemptedAt)
+		require.True(t, got.AttemptedAt.Equal(first), "the first attempt's time is kept")
+
+		require.NoError(t, s.SlackOutboxSent(ctx, got.ID, "1.000002"))
+		require.ErrorIs(t, s.SlackOutboxAttempt(ctx, got.ID), store.ErrNotFound, "a sent message is not attempted again")
+		require.ErrorIs(t, s.SlackOutboxAttempt(ctx, 999999), store.ErrNotFound)
+	})
+
 	t.Run("SlackPrune", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

@@ -2,6 +2,13 @@
 // the bridge uses, speaking their wire protocol on httptest. Unlike slacktest
 // it records every call's form values, implements chat.update, issues unique
 // "<sec>.<6 digits>" timestamps, and can be told to fail for a while.
+//
+// It also keeps the messages posted, with their message metadata, and
+// answers conversations.replies and conversations.history from them as
+// Slack does (paged, oldest/latest bounds, metadata only with
+// include_all_metadata), and it can answer chat.postMessage slowly: the
+// message is in the channel before the answer leaves, which is the window
+// in which a crash leaves a posted message unrecorded (SPEC §5).
 package fakeslack
 
 import (
@@ -10,6 +17,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -49,6 +58,25 @@ type Server struct {
 	conns     []*wsConn
 	acks      chan string
 	connected chan struct{}
+
+	// messages holds every message in every channel, in ts order.
+	messages  map[string][]*Message
+	postDelay time.Duration
+	inFlight  int
+}
+
+// Message is a message as the fake keeps it.
+type Message struct {
+	Channel  string
+	TS       string
+	ThreadTS string // "" for a top-level message
+	User     string
+	BotID    string
+	Text     string
+	Blocks   json.RawMessage
+	// Metadata is the message metadata as posted ({event_type,
+	// event_payload}), or nil.
+	Metadata map[string]any
 }
 
 type wsConn struct {
@@ -69,7 +97,7 @@ type failure struct {
 
 // New starts a fake Slack; it stops with the test.
 func New(t testing.TB) *Server {
-	s := &Server{t: t, acks: make(chan string, 1024), connected: make(chan struct{}, 16)}
+	s := &Server{t: t, acks: make(chan string, 1024), connected: make(chan struct{}, 16), messages: map[string][]*Message{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.api)
 	mux.HandleFunc("/ws", s.ws)
@@ -96,6 +124,79 @@ func (s *Server) FailNext(n, status, retryAfter int) {
 	for range n {
 		s.failures = append(s.failures, failure{status: status, retryAfter: retryAfter})
 	}
+}
+
+// SlowPosts makes chat.postMessage take d to answer. The message is in its
+// channel at once; only the answer (and so the ts) is late, as when a
+// process dies waiting for it.
+func (s *Server) SlowPosts(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.postDelay = d
+}
+
+// InFlight is how many chat.postMessage calls have posted their message and
+// not answered yet.
+func (s *Server) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inFlight
+}
+
+// AddMessage puts a message into a channel as someone other than the bot
+// would post it (a thread's root, say).
+func (s *Server) AddMessage(channel, ts, threadTS, user, text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addMessage(&Message{Channel: channel, TS: ts, ThreadTS: threadTS, User: user, Text: text})
+}
+
+// Messages returns the messages of channel ("" for all channels), oldest
+// first (by channel, then ts).
+func (s *Server) Messages(channel string) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var chans []string
+	for c := range s.messages {
+		if channel == "" || c == channel {
+			chans = append(chans, c)
+		}
+	}
+	slices.Sort(chans)
+	var out []Message
+	for _, c := range chans {
+		for _, m := range s.messages[c] {
+			out = append(out, *m)
+		}
+	}
+	return out
+}
+
+func (s *Server) addMessage(m *Message) {
+	ms := append(s.messages[m.Channel], m)
+	slices.SortStableFunc(ms, func(a, b *Message) int { return compareTS(a.TS, b.TS) })
+	s.messages[m.Channel] = ms
+}
+
+func (s *Server) message(channel, ts string) *Message {
+	for _, m := range s.messages[channel] {
+		if m.TS == ts {
+			return m
+		}
+	}
+	return nil
+}
+
+// compareTS orders Slack timestamps ("<seconds>.<micros>") numerically.
+func compareTS(a, b string) int {
+	as, af, _ := strings.Cut(a, ".")
+	bs, bf, _ := strings.Cut(b, ".")
+	ai, _ := strconv.ParseInt(as, 10, 64)
+	bi, _ := strconv.ParseInt(bs, 10, 64)
+	if ai != bi {
+		return int(ai - bi)
+	}
+	return strings.Compare(af+strings.Repeat("0", 6-min(len(af), 6)), bf+strings.Repeat("0", 6-min(len(bf), 6)))
 }
 
 // Recover drops any failures still queued by FailNext.
@@ -189,15 +290,49 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		call.TS = s.nextTS()
-		resp = map[string]any{"ok": true, "channel": form["channel"], "ts": call.TS,
-			"message": map[string]any{"text": form["text"], "ts": call.TS, "thread_ts": form["thread_ts"]}}
+		m := &Message{Channel: form["channel"], TS: call.TS, ThreadTS: form["thread_ts"], User: BotUserID, BotID: BotID,
+			Text: form["text"], Blocks: json.RawMessage(form["blocks"])}
+		if md := form["metadata"]; md != "" {
+			if err := json.Unmarshal([]byte(md), &m.Metadata); err != nil {
+				resp = map[string]any{"ok": false, "error": "invalid_metadata_format"}
+				break
+			}
+		}
+		s.addMessage(m)
+		resp = map[string]any{"ok": true, "channel": m.Channel, "ts": call.TS, "message": wire(m, true)}
+		if d := s.postDelay; d > 0 {
+			s.calls = append(s.calls, call)
+			s.inFlight++
+			s.mu.Unlock()
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-r.Context().Done(): // the caller went away (killed): nobody hears the answer
+			}
+			t.Stop()
+			s.mu.Lock()
+			s.inFlight--
+			s.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(resp)
+			return
+		}
 	case "chat.update":
 		call.TS = form["ts"]
-		if call.TS == "" {
+		m := s.message(form["channel"], call.TS)
+		if m == nil {
 			resp = map[string]any{"ok": false, "error": "message_not_found"}
 		} else {
+			m.Text = form["text"]
+			if form["blocks"] != "" {
+				m.Blocks = json.RawMessage(form["blocks"])
+			}
 			resp = map[string]any{"ok": true, "channel": form["channel"], "ts": call.TS, "text": form["text"]}
 		}
+	case "conversations.replies":
+		resp = s.replies(form)
+	case "conversations.history":
+		resp = s.history(form)
 	case "chat.postEphemeral":
 		resp = map[string]any{"ok": true, "message_ts": s.nextTS()}
 	default:
@@ -207,6 +342,107 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// wire is a message in Slack's JSON (slack-go's Msg field names); metadata
+// only when asked for, as include_all_metadata does.
+func wire(m *Message, withMetadata bool) map[string]any {
+	out := map[string]any{"type": "message", "ts": m.TS, "text": m.Text}
+	if m.ThreadTS != "" {
+		out["thread_ts"] = m.ThreadTS
+	}
+	if m.User != "" {
+		out["user"] = m.User
+	}
+	if m.BotID != "" {
+		out["bot_id"] = m.BotID
+		out["app_id"] = "A1"
+	}
+	if len(m.Blocks) > 0 && json.Valid(m.Blocks) {
+		out["blocks"] = m.Blocks
+	}
+	if withMetadata && m.Metadata != nil {
+		out["metadata"] = m.Metadata
+	}
+	return out
+}
+
+func truthy(v string) bool { return v == "1" || v == "true" }
+
+// page applies conversations.*'s oldest/latest/inclusive bounds, then its
+// cursor and limit, to msgs (already in answer order).
+func page(form map[string]string, msgs []*Message, defaultLimit int) map[string]any {
+	oldest, latest, inclusive := form["oldest"], form["latest"], truthy(form["inclusive"])
+	var kept []*Message
+	for _, m := range msgs {
+		if oldest != "" {
+			if c := compareTS(m.TS, oldest); c < 0 || c == 0 && !inclusive {
+				continue
+			}
+		}
+		if latest != "" {
+			if c := compareTS(m.TS, latest); c > 0 || c == 0 && !inclusive {
+				continue
+			}
+		}
+		kept = append(kept, m)
+	}
+	off := 0
+	if c := form["cursor"]; c != "" {
+		off, _ = strconv.Atoi(strings.TrimPrefix(c, "off:"))
+	}
+	limit := defaultLimit
+	if l, err := strconv.Atoi(form["limit"]); err == nil && l > 0 {
+		limit = min(l, 1000)
+	}
+	off = min(off, len(kept))
+	end := min(off+limit, len(kept))
+	out := []map[string]any{}
+	for _, m := range kept[off:end] {
+		out = append(out, wire(m, truthy(form["include_all_metadata"])))
+	}
+	next := ""
+	if end < len(kept) {
+		next = fmt.Sprint("off:", end)
+	}
+	return map[string]any{"ok": true, "messages": out, "has_more": next != "",
+		"response_metadata": map[string]any{"next_cursor": next}}
+}
+
+// replies answers conversations.replies: the thread's root, then its
+// replies, oldest first. A root posted outside the fake is unknown to it;
+// its replies are answered alone.
+func (s *Server) replies(form map[string]string) map[string]any {
+	ch, ts := form["channel"], form["ts"]
+	if ts == "" {
+		return map[string]any{"ok": false, "error": "invalid_arguments"}
+	}
+	if m := s.message(ch, ts); m != nil && m.ThreadTS != "" && m.ThreadTS != ts {
+		ts = m.ThreadTS // a reply's ts answers its whole thread
+	}
+	var thread []*Message
+	for _, m := range s.messages[ch] {
+		if m.TS == ts || m.ThreadTS == ts {
+			thread = append(thread, m)
+		}
+	}
+	if len(thread) == 0 {
+		return map[string]any{"ok": false, "error": "thread_not_found"}
+	}
+	return page(form, thread, 1000)
+}
+
+// history answers conversations.history: the channel's top-level
+// messages, newest first.
+func (s *Server) history(form map[string]string) map[string]any {
+	var top []*Message
+	ms := s.messages[form["channel"]]
+	for i := len(ms) - 1; i >= 0; i-- {
+		if m := ms[i]; m.ThreadTS == "" || m.ThreadTS == m.TS {
+			top = append(top, m)
+		}
+	}
+	return page(form, top, 100)
 }
 
 var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}

@@ -1,0 +1,108 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/bridge"
+	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// TestOutboxFindsPostsWhoseAnswerWasLost is SPEC §5's exactly-once rule
+// inside one test process: a bridge stops while Slack holds the answers to
+// two posts (a thread reply and a top-level card), so both are in Slack but
+// recorded only as attempted. The next bridge finds them by their metadata,
+// in the thread (conversations.replies) and in the channel's history
+// (conversations.history), records the ts Slack gave them and posts neither
+// again; a message never attempted is posted without a search.
+func TestOutboxFindsPostsWhoseAnswerWasLost(t *testing.T) {
+	t.Parallel()
+	o := standIns()
+	o.noStart = true
+	tb := setup(t, o)
+	tb.slack.AddMessage("C1", "1700000200.000001", "", "U1", "a thread's root")
+	tb.slack.SlowPosts(time.Hour) // answered only when the caller gives up
+	add := func(key, channel, thread string) {
+		_, err := tb.store.SlackOutboxAdd(tb.ctx, []*store.SlackOutboxAddParams{{DedupeKey: key, Queue: channel + ":" + thread,
+			Method: store.SlackPost, Channel: channel, ThreadTS: thread, Text: "text of " + key}})
+		require.NoError(t, err)
+	}
+	add("reply", "C1", "1700000200.000001")
+	add("card", "CHOLDS", "")
+
+	cfg := bridge.Config{Tick: 20 * time.Millisecond, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
+	first := bridge.New(cfg, tb.store, apiFor(tb), newRecordingEngine(), tb.sessions, discard())
+	ctx, cancel := context.WithCancel(tb.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = first.Start(ctx) }()
+	require.Eventually(t, func() bool { return tb.slack.InFlight() == 2 }, 10*time.Second, time.Millisecond)
+	cancel() // the process goes while both answers are on the wire
+	<-done
+	for _, key := range []string{"reply", "card"} {
+		m, err := tb.store.SlackOutboxGetByKey(tb.ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, store.SlackOutboxPending, m.Status, key)
+		require.NotNil(t, m.AttemptedAt, "%s: the attempt was on record before the post", key)
+	}
+	posted := map[string]fakeslack.Message{}
+	for _, m := range tb.slack.Messages("") {
+		if m.BotID == fakeslack.BotID {
+			posted[m.Text] = m
+		}
+	}
+	require.Len(t, posted, 2, "both posts are in Slack")
+
+	tb.slack.SlowPosts(0)
+	add("fresh", "C1", "1700000200.000001") // queued behind the reply
+	second := bridge.New(cfg, tb.store, apiFor(tb), newRecordingEngine(), tb.sessions, discard())
+	runBridge(t, tb, second)
+	tb.idle(t)
+	for _, key := range []string{"reply", "card", "fresh"} {
+		m, err := tb.store.SlackOutboxGetByKey(tb.ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, store.SlackOutboxSentSt, m.Status, key)
+		if key == "fresh" {
+			continue
+		}
+		require.Equal(t, posted["text of "+key].TS, m.SentTS, "%s is recorded with the ts Slack gave it", key)
+		require.Equal(t, map[string]any{"event_type": "holdfast_outbox", "event_payload": map[string]any{"id": fmt.Sprint(m.ID)}},
+			posted["text of "+key].Metadata, key)
+	}
+	bot := 0
+	for _, m := range tb.slack.Messages("") {
+		if m.BotID == fakeslack.BotID {
+			bot++
+		}
+	}
+	require.Equal(t, 3, bot, "nothing was posted twice")
+
+	for method, want := range map[string]string{"conversations.replies": "C1", "conversations.history": "CHOLDS"} {
+		calls := tb.slack.Calls(method)
+		require.Len(t, calls, 1, "%s: one search, for the attempted message only", method)
+		require.Equal(t, want, calls[0].Form["channel"])
+		require.Equal(t, "1", calls[0].Form["include_all_metadata"], "without it Slack leaves metadata out")
+		require.NotEmpty(t, calls[0].Form["oldest"], "bounded by the first attempt")
+	}
+}
+
+// TestOutboxPostsWhatASearchDoesNotFind: a post whose attempt failed before
+// Slack took it (an outage answer) is searched for on its retry, not found,
+// and posted once.
+func TestOutboxPostsWhatASearchDoesNotFind(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, standIns())
+	tb.slack.FailNext(2, http.StatusBadGateway, 0)
+	require.NoError(t, tb.addOutbox(&store.SlackOutboxAddParams{DedupeKey: "k", Queue: "C2:1.1", Method: store.SlackPost,
+		Channel: "C2", ThreadTS: "1.1", Text: "after the outage"}))
+	tb.waitPost(t, "C2", "1.1", func(c fakeslack.Call) bool { return c.Form["text"] == "after the outage" })
+	tb.idle(t)
+	require.Len(t, tb.posts("C2", "1.1"), 1)
+	require.Len(t, tb.slack.Calls("chat.postMessage"), 3, "two failed attempts, then the post")
+	require.Len(t, tb.slack.Calls("conversations.replies"), 2, "each retry looks first")
+}

@@ -1,0 +1,83 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"sync/atomic"
+)
+
+// eventNotifier tells EventSubscribe's subscribers about committed
+// transcript events. After each commit the writer reads the newest event id
+// (one seek at the end of the primary key, skipped while nobody listens)
+// instead of each write path reporting what it appended: no path that
+// inserts into session_events, today's or a future one, can forget to.
+type eventNotifier struct {
+	n    atomic.Int32 // subscribers
+	last int64        // newest event id notified; the writer goroutine's alone
+
+	mu   sync.Mutex
+	subs map[*eventSub]struct{}
+	stop <-chan struct{} // the store's: closing it ends every subscription
+}
+
+type eventSub struct {
+	last atomic.Int64
+	wake chan struct{}
+}
+
+// committed runs on the writer goroutine after a successful commit.
+func (en *eventNotifier) committed(w *sql.DB) {
+	if en.n.Load() == 0 {
+		return
+	}
+	var id sql.NullInt64
+	if err := w.QueryRowContext(context.Background(), `SELECT MAX(id) FROM session_events`).Scan(&id); err != nil || !id.Valid {
+		return // a wake-up is best effort: subscribers' ticks catch up
+	}
+	if id.Int64 <= en.last {
+		return
+	}
+	en.last = id.Int64
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	for s := range en.subs {
+		s.last.Store(id.Int64)
+		select {
+		case s.wake <- struct{}{}:
+		default: // a wake-up is already pending; it will read the new id
+		}
+	}
+}
+
+// EventSubscribe calls fn after commits that appended events, with the
+// newest event id, until ctx is done or the store closes.
+func (db *DB) EventSubscribe(ctx context.Context, fn func(lastEventID int64)) {
+	en := &db.events
+	s := &eventSub{wake: make(chan struct{}, 1)}
+	en.mu.Lock()
+	en.subs[s] = struct{}{}
+	en.mu.Unlock()
+	en.n.Add(1)
+	go func() {
+		defer func() {
+			en.mu.Lock()
+			delete(en.subs, s)
+			en.mu.Unlock()
+			en.n.Add(-1)
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-en.stop:
+				return
+			case <-s.wake:
+				if ctx.Err() != nil {
+					return
+				}
+				fn(s.last.Load())
+			}
+		}
+	}()
+}
