@@ -145,12 +145,6 @@ type Bridge struct {
 	committed atomic.Int64
 
 	metrics metrics
-
-	batch struct {
-		mu      sync.Mutex
-		queue   []*inboxReq
-		leading bool
-	}
 }
 
 type metrics struct {
