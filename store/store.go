@@ -276,6 +276,11 @@ const (
 // ValidRole reports whether r is one of the three roles.
 func ValidRole(r string) bool { return r == RoleViewer || r == RoleSteward || r == RoleAdmin }
 
+// RoleAtLeast reports whether role is min or a stronger one.
+func RoleAtLeast(role, min string) bool { return roleRank[role] >= roleRank[min] && roleRank[min] > 0 }
+
+var roleRank = map[string]int{RoleViewer: 1, RoleSteward: 2, RoleAdmin: 3}
+
 // CanDecide reports whether a role may approve or reject holds.
 func CanDecide(role string) bool { return role == RoleSteward || role == RoleAdmin }
 

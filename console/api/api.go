@@ -144,18 +144,11 @@ func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
-var roleRank = map[string]int{store.RoleViewer: 1, store.RoleSteward: 2, store.RoleAdmin: 3}
-
-// AtLeast reports whether id holds role min or a stronger one.
-func AtLeast(id *auth.Identity, min string) bool {
-	return id != nil && roleRank[id.Role] >= roleRank[min]
-}
-
 // require refuses callers below role min with 403.
 func (a *API) require(min string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !AtLeast(auth.From(r.Context()), min) {
+			if !auth.From(r.Context()).AtLeast(min) {
 				WriteError(w, http.StatusForbidden, "this needs the "+min+" role")
 				return
 			}

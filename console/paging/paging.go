@@ -1,4 +1,7 @@
-package api
+// Package paging is the keyset paging of the runs and holds listings, shared
+// by the JSON API and the console: the same `limit` and `cursor` parameters
+// and the same opaque `next` values on both.
+package paging
 
 import (
 	"encoding/base64"
@@ -13,17 +16,17 @@ import (
 // Page sizes of the runs and holds listings (SPEC §7: paged lists answer
 // `next`, empty on the last page).
 const (
-	DefaultPageSize = 50
-	MaxPageSize     = 200
+	DefaultSize = 50
+	MaxSize     = 200
 )
 
-// PageParams reads a listing's `limit` and `cursor` query parameters.
-func PageParams(q url.Values) (limit int, after *store.ListCursor, err error) {
-	limit = DefaultPageSize
+// Params reads a listing's `limit` and `cursor` query parameters.
+func Params(q url.Values) (limit int, after *store.ListCursor, err error) {
+	limit = DefaultSize
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxPageSize {
-			return 0, nil, Invalidf("limit must be a whole number from 1 to %d", MaxPageSize)
+		if err != nil || n < 1 || n > MaxSize {
+			return 0, nil, store.Refuse(store.ErrInvalid, "limit must be a whole number from 1 to %d", MaxSize)
 		}
 		limit = n
 	}
@@ -50,5 +53,5 @@ func DecodeCursor(c string) (*store.ListCursor, error) {
 			return &store.ListCursor{CreatedAt: t, ID: id}, nil
 		}
 	}
-	return nil, Invalidf("malformed cursor %q (pass back the listing's next value)", c)
+	return nil, store.Refuse(store.ErrInvalid, "malformed cursor %q (pass back the listing's next value)", c)
 }
