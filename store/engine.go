@@ -80,6 +80,7 @@ type QueueItem struct {
 	// TargetVersion is the contentVersion payload.targetMemoId had at
 	// enqueue; dispatch updates the stub only while it still has it.
 	TargetVersion int64      `json:"-"`
+	TraceContext  string     `json:"-"` // W3C traceparent of the enqueue: every execution of the run joins its trace
 	CreatedAt     time.Time  `json:"createdAt"`
 	ClaimedAt     *time.Time `json:"claimedAt"`
 	SettledAt     *time.Time `json:"settledAt"`
@@ -98,6 +99,7 @@ type QueueItemInsertParams struct {
 	Payload        map[string]any
 	SessionID      string
 	TargetVersion  int64
+	TraceContext   string
 	NewSession     *SessionCreateParams
 }
 
@@ -115,7 +117,8 @@ type RunStep struct {
 }
 
 // Run is a workflow run. Manifest, State and Guards are JSON the engine owns;
-// the store keeps them verbatim.
+// the store keeps them verbatim. TraceContext is its item's; Model and the
+// token totals are the usage last written (RunUsage).
 type Run struct {
 	ID               string          `json:"id"`
 	ItemID           string          `json:"itemId"`
@@ -125,6 +128,7 @@ type Run struct {
 	OwnerUID         string          `json:"ownerUid"`
 	Payload          map[string]any  `json:"payload"`
 	TargetVersion    int64           `json:"-"`
+	TraceContext     string          `json:"-"`
 	Status           string          `json:"status"`
 	Manifest         json.RawMessage `json:"manifest"`
 	Steps            []RunStep       `json:"steps"`
@@ -136,6 +140,9 @@ type Run struct {
 	Decision         string          `json:"decision"`
 	DecidedOutput    *string         `json:"-"`
 	DispatchMemoID   string          `json:"dispatchMemoId"`
+	Model            string          `json:"model"`
+	TokensIn         int64           `json:"tokensIn"`
+	TokensOut        int64           `json:"tokensOut"`
 	Lease            int64           `json:"-"`
 	RunnerID         string          `json:"runnerId"`
 	HeartbeatAt      time.Time       `json:"heartbeatAt"`
@@ -187,6 +194,15 @@ type RunRecoverParams struct {
 	Events      EventsFunc // for exhausted runs
 }
 
+// RunUsage is what a run's model calls have used so far: the model they
+// call and the tokens in and out summed over its steps. Usage listings
+// (UsageList) add up what runs record here.
+type RunUsage struct {
+	Model     string
+	TokensIn  int64
+	TokensOut int64
+}
+
 // RunCheckpointParams records progress of a running run and refreshes its
 // heartbeat. Nil fields are left as they are. It is fenced on Lease.
 type RunCheckpointParams struct {
@@ -197,6 +213,7 @@ type RunCheckpointParams struct {
 	Steps    []RunStep
 	State    json.RawMessage
 	Guards   json.RawMessage
+	Usage    *RunUsage
 	Events   []EventAppendParams
 }
 
@@ -236,6 +253,7 @@ type RunSettleParams struct {
 	Steps      []RunStep
 	State      json.RawMessage
 	Guards     json.RawMessage
+	Usage      *RunUsage
 	Dispatch   *DispatchParams
 	// Events is called with the settled run (DispatchMemoID set) and, when a
 	// memo was written, the memo.
