@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Message roles. They mirror the Chat Completions vocabulary because that is
@@ -90,6 +92,9 @@ type Config struct {
 	// HTTPClient lets tests and deployments inject transports (proxies,
 	// timeouts); nil means http.DefaultClient.
 	HTTPClient *http.Client
+	// Tracer, when set, records every call the Registry's models make as a
+	// span (see Traced).
+	Tracer trace.TracerProvider
 }
 
 // DefaultOpenAIBaseURL is used when Config.OpenAIBaseURL is empty.
@@ -165,6 +170,7 @@ func (r *Registry) Get(spec string) (Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	m = Traced(m, r.cfg.Tracer)
 	r.models[key] = m
 	return m, nil
 }
