@@ -154,6 +154,16 @@ func NewRegistry(defaultSpec string, cfg Config) *Registry {
 	return &Registry{defaultSpec: defaultSpec, cfg: cfg, models: map[string]Model{}}
 }
 
+// Spec answers the spec a workflow's Model resolves to ("" is the
+// default), as usage records it; a bad spec is answered as written.
+func (r *Registry) Spec(spec string) string {
+	key, err := resolveSpec(spec, r.defaultSpec)
+	if err != nil {
+		return spec
+	}
+	return key
+}
+
 // Get returns the cached provider for spec, building it on first use. Bad
 // specs are not cached so a corrected memo takes effect immediately.
 func (r *Registry) Get(spec string) (Model, error) {

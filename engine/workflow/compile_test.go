@@ -247,6 +247,7 @@ func TestLoadClasses(t *testing.T) {
 		{name: "edges negative", loads: "- **Edges** -1h\n", at: "- **Edges**", err: "negative"},
 		{name: "edges too long", loads: "- **Edges** 400d\n", at: "- **Edges**", err: "longer than a year"},
 		{name: "edges empty", loads: "- **Edges**\n", at: "- **Edges**", err: "Edges load is empty"},
+		{name: "edges twice", loads: "- **Edges** 7d\n- **Edges** 1d\n", at: "- **Edges** 1d", err: "duplicate Edges load (first at line"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

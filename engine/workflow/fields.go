@@ -93,6 +93,7 @@ func (c *compiler) command(f field) {
 }
 
 func (c *compiler) loads(s *section) {
+	edgesAt := 0
 	for _, f := range c.fields(s, loadFields) {
 		var class string
 		switch f.name {
@@ -137,7 +138,11 @@ func (c *compiler) loads(s *section) {
 			case d > maxEdgesWindow:
 				c.errorf(f.line, "Edges window %q is longer than a year; look back at most 366d", f.value)
 				continue
+			case edgesAt > 0:
+				c.errorf(f.line, "duplicate Edges load (first at line %d); a workflow loads one edges report", edgesAt)
+				continue
 			}
+			edgesAt = f.line
 		}
 		c.m.Loads = append(c.m.Loads, Load{Class: class, Value: f.value, Line: f.line})
 	}
