@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/store"
@@ -75,6 +77,9 @@ type Config struct {
 	// TurnTimeout bounds one chat turn (default 5m), so a model that never
 	// answers cannot leave a session running until someone terminates it.
 	TurnTimeout time.Duration
+	// Tracer records each chat turn as a span with the session's
+	// provenance (SPEC §10); nil records nothing.
+	Tracer trace.TracerProvider
 }
 
 // Service is the session runtime.
