@@ -67,6 +67,7 @@ func (a *API) Routes() http.Handler {
 		r.Get("/workflows", a.workflowList)
 		a.engineRoutes(r)
 		a.sessionRoutes(r)
+		a.insightRoutes(r)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
