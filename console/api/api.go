@@ -50,6 +50,7 @@ func New(d Deps) *API {
 // Routes returns the /api router; mount it at /api.
 func (a *API) Routes() http.Handler {
 	r := chi.NewRouter()
+	r.Use(joinTrace)
 	// Internal routes authenticate with x-internal-key, not an API key.
 	r.Route("/internal", func(r chi.Router) {
 		r.Use(a.requireInternalKey, a.trackSession)
