@@ -35,8 +35,8 @@ import (
 // otlpSpan is a span as an OTLP/HTTP receiver decoded it.
 type otlpSpan struct {
 	TraceID, SpanID, ParentID, Name string
-	Attrs, Resource                map[string]any
-	Links                          []string // linked span ids
+	Attrs, Resource                 map[string]any
+	Links                           []string // linked span ids
 }
 
 // otlpReceiver is a local OTLP/HTTP trace collector: it decodes every
@@ -324,7 +324,9 @@ func TestBinaryTraces(t *testing.T) {
 
 		var tid string
 		require.Eventually(t, func() bool {
-			ds := recv.find(func(s otlpSpan) bool { return s.Name == "slack.delivery" && s.Attrs["slack.delivery.key"] == "EvBinTrace" })
+			ds := recv.find(func(s otlpSpan) bool {
+				return s.Name == "slack.delivery" && s.Attrs["slack.delivery.key"] == "EvBinTrace"
+			})
 			if len(ds) == 0 {
 				return false
 			}
