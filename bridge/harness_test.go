@@ -70,6 +70,8 @@ type setupOpts struct {
 	sync    string // SQLite synchronous (default full)
 	// tracer, when set, traces the bridge, engine, sessions and models.
 	tracer trace.TracerProvider
+	// openai is the base URL openai:<model> workflows call.
+	openai string
 }
 
 func setup(t testing.TB, o setupOpts) *testBundle {
@@ -86,7 +88,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
-	models := model.NewRegistry("template", model.Config{Tracer: o.tracer})
+	models := model.NewRegistry("template", model.Config{Tracer: o.tracer, OpenAIBaseURL: o.openai, OpenAIAPIKey: "sk-test"})
 	deps := server.Deps{Store: db}
 	var sesEngine sessions.Engine
 	if o.real {
