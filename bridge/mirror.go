@@ -43,11 +43,16 @@ func (b *Bridge) mirrorOnce(ctx context.Context) (bool, error) {
 	batch := map[string]*store.SlackOutboxAddParams{} // cards queued by this page, not yet committed
 	traces := map[string]string{}                     // run id → its item's trace context
 	for _, ev := range evs {
-		tc := b.runTrace(ctx, ev, traces)
-		for _, m := range b.mirrorEvent(ctx, ev, batch) {
-			if m.TraceContext == "" {
-				m.TraceContext = tc
+		out := b.mirrorEvent(ctx, ev, batch)
+		if len(out) > 0 {
+			tc := b.runTrace(ctx, ev, traces)
+			for _, m := range out {
+				if m.TraceContext == "" {
+					m.TraceContext = tc
+				}
 			}
+		}
+		for _, m := range out {
 			batch[m.DedupeKey] = m
 			msgs = append(msgs, m)
 		}

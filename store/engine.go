@@ -56,8 +56,9 @@ func RunIDForItem(itemID string) string {
 	return "run_" + suffix
 }
 
-// HoldIDForRun derives the (single) hold of a run from its id, so reopening
-// a hold after a crash is idempotent.
+// HoldIDForRun derives the hold of a run's output review from its id, so
+// reopening a hold after a crash is idempotent. (A run may be held before
+// that for other gates, such as its Token budget, under ids of their own.)
 func HoldIDForRun(runID string) string {
 	_, suffix, ok := strings.Cut(runID, "_")
 	if !ok {
