@@ -150,20 +150,16 @@ func (rc *otlpReceiver) trace(traceID string) map[string][]otlpSpan {
 	return out
 }
 
-// buildBot builds the binary once for this file's tests.
-var buildBot = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "holdfast-trace-bin")
-	if err != nil {
-		return "", err
-	}
+// buildBot builds the binary into dir.
+func buildBot(t *testing.T, dir string) string {
+	t.Helper()
 	bin := filepath.Join(dir, "bot")
 	build := exec.Command("go", "build", "-tags", "sqlite_fts5", "-o", bin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%w\n%s", err, out)
-	}
-	return bin, nil
-})
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+	return bin
+}
 
 // startLogged starts `bot serve` and keeps what it logs.
 func startLogged(t *testing.T, bin string, env []string) (*proc, *syncBuffer) {
@@ -282,8 +278,7 @@ func TestBinaryTraces(t *testing.T) {
 		t.Skip("builds and runs the real binary")
 	}
 	t.Parallel()
-	bin, err := buildBot()
-	require.NoError(t, err)
+	bin := buildBot(t, t.TempDir()) // its subtests share it
 
 	// A Slack mention enqueues a held run, a steward approves it from its
 	// card, the memo is dispatched and posted: one trace from the mention's
