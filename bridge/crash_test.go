@@ -46,11 +46,8 @@ func TestKill9PostsNoSlackMessageTwice(t *testing.T) {
 		"HOLDFAST_PASS_INTERVAL=1s", "SLACK_BOT_TOKEN=xoxb-test", "SLACK_SIGNING_SECRET="+secret,
 		"SLACK_API_URL="+fake.APIURL(), "SLACK_HOLDS_CHANNEL=CHOLDS", "SLACK_APP_TOKEN=") // HTTP mode
 
-	p, exited := bottest.Start(t, bin, env), false
+	p := bottest.Start(t, bin, env)
 	t.Cleanup(func() {
-		if !exited {
-			p.Kill(t)
-		}
 		if t.Failed() {
 			log := p.Log()
 			t.Logf("the last serve's log:\n%s", log[max(0, len(log)-8000):])
@@ -123,14 +120,7 @@ func TestKill9PostsNoSlackMessageTwice(t *testing.T) {
 		_, err := s.SlackOutboxNextDue(ctx)
 		return errors.Is(err, store.ErrNotFound)
 	}, 30*time.Second, 5*time.Millisecond, "the outbox settles")
-	require.NoError(t, p.Cmd.Process.Signal(os.Interrupt))
-	select {
-	case err := <-p.Done:
-		exited = true
-		require.NoError(t, err, p.Log())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	p.Stop(t)
 
 	byID, byText := map[string]int{}, map[string]int{}
 	posts := 0

@@ -73,6 +73,7 @@ type Store interface {
 	EngineStore  // store/engine.go: queue items, runs, holds
 	SlackStore   // store/slack.go: the Slack inbox and outbox
 	ConsoleStore // store/console.go: console sign-in sessions
+	InsightStore // store/insight.go: usage and edges of understanding
 
 	// Ping answers whether the database is reachable (for /healthz).
 	Ping(ctx context.Context) error

@@ -109,14 +109,6 @@ func TestCrashMidRunDispatchesEachItemOnce(t *testing.T) {
 
 	llm.Unblock()
 	second := bottest.Start(t, bin, env)
-	t.Cleanup(func() {
-		_ = second.Cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-second.Done:
-		case <-time.After(20 * time.Second):
-			_ = second.Cmd.Process.Kill()
-		}
-	})
 	require.Eventually(t, func() bool {
 		var runs struct {
 			Runs []struct{ Status, Command string }
@@ -134,13 +126,7 @@ func TestCrashMidRunDispatchesEachItemOnce(t *testing.T) {
 	}, 90*time.Second, 100*time.Millisecond, "every item's run settles after recovery")
 
 	// Graceful stop, then audit the database itself.
-	require.NoError(t, second.Cmd.Process.Signal(os.Interrupt))
-	select {
-	case err := <-second.Done:
-		require.NoError(t, err, "serve shuts down cleanly, waiting for its workers")
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	second.Stop(t) // a clean shutdown waits for its workers
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, sqlite.Config{Path: db})
 	require.NoError(t, err)

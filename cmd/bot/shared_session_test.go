@@ -68,14 +68,6 @@ func TestBinaryRunsItemsSharingASession(t *testing.T) {
 	key := lastLine(cli("apikey", "create", "--name", "shared", "--role", "admin"))
 
 	p := bottest.Start(t, bin, env)
-	t.Cleanup(func() {
-		_ = p.Cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-p.Done:
-		case <-time.After(20 * time.Second):
-			_ = p.Cmd.Process.Kill()
-		}
-	})
 	enqueue := func(dedupe, sessionID string) string {
 		var out struct{ Item struct{ ID string } }
 		require.Equal(t, http.StatusCreated, postJSONOut(t, p.URL+"/api/workflows/crash-draft/enqueue", key, map[string]any{

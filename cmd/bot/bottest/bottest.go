@@ -56,19 +56,20 @@ var listening = regexp.MustCompile(`listening on (http://\S+)`)
 type Proc struct {
 	URL  string
 	Cmd  *exec.Cmd
-	Done chan error // receives the exit once
+	exit chan struct{} // closed when the process has exited
+	err  error         // its exit, once exit is closed
 	log  *syncBuffer
 }
 
 // Start runs `bin serve` on a free port with env and waits until it
-// listens.
+// listens; one still running when the test ends is killed.
 func Start(t testing.TB, bin string, env []string) *Proc {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
 	cmd.Env = env
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	p := &Proc{Cmd: cmd, Done: make(chan error, 1), log: &syncBuffer{}}
+	p := &Proc{Cmd: cmd, exit: make(chan struct{}), log: &syncBuffer{}}
 	cmd.Stderr = p.log
 	require.NoError(t, cmd.Start())
 	urls := make(chan string, 1)
@@ -80,11 +81,19 @@ func Start(t testing.TB, bin string, env []string) *Proc {
 			}
 		}
 	}()
-	go func() { p.Done <- cmd.Wait() }()
+	go func() { p.err = cmd.Wait(); close(p.exit) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.exit:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.exit
+		}
+	})
 	select {
 	case p.URL = <-urls:
-	case err := <-p.Done:
-		t.Fatalf("serve exited early: %v\n%s", err, p.Log())
+	case <-p.exit:
+		t.Fatalf("serve exited early: %v\n%s", p.err, p.Log())
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatal("serve did not start")
@@ -97,8 +106,24 @@ func Start(t testing.TB, bin string, env []string) *Proc {
 func (p *Proc) Kill(t testing.TB) {
 	t.Helper()
 	require.NoError(t, p.Cmd.Process.Kill())
-	<-p.Done
+	<-p.exit
 }
+
+// Stop interrupts the process, as an operator's Ctrl-C does, and requires
+// a clean shutdown within 30 s.
+func (p *Proc) Stop(t testing.TB) {
+	t.Helper()
+	require.NoError(t, p.Cmd.Process.Signal(os.Interrupt))
+	select {
+	case <-p.exit:
+		require.NoError(t, p.err, "serve shuts down cleanly\n%s", p.Log())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
+// Exited is closed when the process has exited.
+func (p *Proc) Exited() <-chan struct{} { return p.exit }
 
 // Log is what the process wrote to stderr so far.
 func (p *Proc) Log() string { return p.log.String() }
