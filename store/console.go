@@ -38,4 +38,25 @@ type ConsoleStore interface {
 	ConsoleSessionDeleteExpired(ctx context.Context, now time.Time) (int, error)
 	// UserRoleSet changes a user's role.
 	UserRoleSet(ctx context.Context, userID, role string) (*User, error)
+	// UserDisabledSet disables or enables a user; disabling also ends the
+	// user's sign-in sessions, in the same transaction.
+	UserDisabledSet(ctx context.Context, userID string, disabled bool) (*User, error)
+	// UserPasswordSet replaces a user's password hash and ends the user's
+	// sign-in sessions, in the same transaction.
+	UserPasswordSet(ctx context.Context, userID, passwordHash string) (*User, error)
+	// ConsoleDraftCreate keeps a form's text across a redirect (d.ID,
+	// SessionID and Body required); drafts older than a day are dropped.
+	ConsoleDraftCreate(ctx context.Context, d *ConsoleDraft) error
+	// ConsoleDraftGetByID reads a draft of the sign-in sessionID; another
+	// session's draft is ErrNotFound.
+	ConsoleDraftGetByID(ctx context.Context, id, sessionID string) (*ConsoleDraft, error)
+}
+
+// ConsoleDraft is a form's text kept for one sign-in across a redirect;
+// Body is the console's own encoding.
+type ConsoleDraft struct {
+	ID        string
+	SessionID string
+	Body      string
+	CreatedAt time.Time
 }

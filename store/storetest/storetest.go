@@ -172,4 +172,5 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	runSessions(t, newStore)
 	runSlack(t, newStore)
 	runEngine(t, newStore)
+	runConsoleLists(t, newStore)
 }
