@@ -37,7 +37,7 @@ func TestMayDecideIsDecidesRule(t *testing.T) {
 	}{
 		"Requester":            {via(steward(owner), "console"), false, "own asked for this run and may not approve it"},
 		"Viewer":               {via(steward(vic), "console"), false, "vic is not a steward"},
-		"AlreadyApproved":      {via(steward(ada), "console"), false, "ada already approved this hold (1 of 2 approvals)"},
+		"AlreadyApproved":      {via(steward(ada), "console"), false, "you already approved this hold (1 of 2 approvals)"},
 		"SameStewardFromSlack": {via(Decider{SlackUserID: "UADA"}, "slack"), false, "already approved this hold"},
 		"DisabledLinkedUser":   {via(Decider{SlackUserID: "UGONE"}, "slack"), false, "is not a steward"},
 		"UnknownSlackUser":     {via(Decider{SlackUserID: "UNOBODY"}, "slack"), false, "slack:UNOBODY is not a steward"},

@@ -161,8 +161,10 @@ func (r *Rights) refusal(h *store.Hold, decision string, checkOpen bool) (error,
 	if h.Status == store.HoldOpen {
 		for _, a := range h.Approvals {
 			if a.Key == deciderKey(r.d) {
-				return store.ErrConflict, fmt.Sprintf("%s already approved this hold (%d of %d approvals); it needs another steward's approval",
-					r.name, len(h.Approvals), h.RequiredApprovals)
+				// Said to the steward who asked (SPEC §4.3: "you already
+				// approved; N of M"), on every surface alike.
+				return store.ErrConflict, fmt.Sprintf("you already approved this hold (%d of %d approvals); it needs another steward's approval",
+					len(h.Approvals), h.RequiredApprovals)
 			}
 		}
 	}
