@@ -76,8 +76,8 @@ func Fail(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 		WriteError(w, http.StatusConflict, err.Error())
 	case errors.Is(err, library.ErrInvalid), errors.Is(err, ErrInvalid):
 		WriteError(w, http.StatusBadRequest, err.Error())
-	case errors.Is(err, ErrForbidden):
-		WriteError(w, http.StatusForbidden, err.Error())
+	case errors.Is(err, ErrForbidden), errors.Is(err, store.ErrForbidden):
+		WriteError(w, http.StatusForbidden, store.ReasonOf(err))
 	default:
 		log.ErrorContext(r.Context(), "request failed", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.Any("error", err))
