@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -407,12 +408,16 @@ func TestRunFiltersRerunAndCancel(t *testing.T) {
 		for _, r := range p.Runs {
 			out = append(out, r.Title)
 		}
+		// One pass claims all three in one transaction: equal creation
+		// times, whose id tie-break orders them arbitrarily.
+		sort.Strings(out)
 		return out
 	}
 	for _, tc := range []struct {
 		query string
 		want  []string
 	}{
+		{"", []string{"Digest about otters", "Heron nests", "Otter census"}},
 		{"workflow=draft-memo", []string{"Heron nests", "Otter census"}},
 		{"workflow=%2Fweekly-digest", []string{"Digest about otters"}},
 		{"q=otter", []string{"Digest about otters", "Otter census"}},

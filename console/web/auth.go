@@ -84,6 +84,11 @@ func (c *Console) lookup(r *http.Request) *current {
 	if subtle.ConstantTimeCompare([]byte(hashSecret(secret)), []byte(s.SecretHash)) != 1 {
 		return nil
 	}
+	if s.User.Disabled {
+		// Disabling deletes the user's sessions too; this covers a sign-in
+		// that raced the disabling.
+		return nil
+	}
 	return &current{session: s, id: identityOf(s.User)}
 }
 
@@ -152,7 +157,7 @@ func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, name, value 
 // scheme-relative or absolute URL.
 func safeNext(next string) string {
 	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/sessions"
+		return "/"
 	}
 	return next
 }
@@ -226,6 +231,12 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.throttle.reset(key)
+	if u.Disabled {
+		// The right password, so saying why is no leak; the account stays shut.
+		c.Log.InfoContext(r.Context(), "console sign-in of a disabled user", slog.String("username", u.Username))
+		c.renderLogin(w, r, http.StatusForbidden, username, "This account is disabled. Ask an admin to enable it.", next)
+		return
+	}
 	// Rotate: a sign-in always mints a new session and ends the old one, so
 	// a planted session id is worthless after the victim signs in.
 	if old := c.lookup(r); old != nil {

@@ -153,6 +153,22 @@ func (c *client) post(path string, form url.Values) (int, string, *http.Response
 	return c.do(http.MethodPost, path, form, nil)
 }
 
+// postFollow submits a form and follows its redirect (post/redirect/get),
+// answering the page it lands on and that page's path.
+func (c *client) postFollow(path string, form url.Values) (int, string, string) {
+	c.t.Helper()
+	status, body, resp := c.post(path, form)
+	if status != http.StatusSeeOther {
+		return status, body, path
+	}
+	loc := resp.Header.Get("Location")
+	if i := strings.Index(loc, "#"); i >= 0 {
+		loc = loc[:i]
+	}
+	status, body = c.get(loc)
+	return status, body, loc
+}
+
 func (c *client) signIn(username, password string) (int, *http.Response) {
 	c.t.Helper()
 	_, page, _ := c.do(http.MethodGet, "/login", nil, nil)

@@ -77,7 +77,9 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, store.ErrNotFound):
 		c.notFound(w, r)
 	case errors.Is(err, store.ErrConflict):
-		c.errorPage(w, r, http.StatusConflict, "Conflict", err.Error())
+		c.errorPage(w, r, http.StatusConflict, "Conflict", store.ReasonOf(err))
+	case errors.Is(err, store.ErrForbidden):
+		c.errorPage(w, r, http.StatusForbidden, "Not allowed", store.ReasonOf(err))
 	default:
 		c.Log.ErrorContext(r.Context(), "console request failed", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.Any("error", err))

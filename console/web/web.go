@@ -37,12 +37,16 @@ type Deps struct {
 	SessionTTL time.Duration
 	// Now is the clock (tests may pin it); nil means time.Now.
 	Now func() time.Time
+	// Slack answers Slack thread permalinks for session and hold pages;
+	// nil (no Slack) shows no thread links.
+	Slack Permalinker
 }
 
 // Console serves the web UI.
 type Console struct {
 	Deps
 	throttle *throttle
+	links    permalinks
 }
 
 // New returns the console.
@@ -78,9 +82,7 @@ func (c *Console) Handler() http.Handler {
 		r.Use(c.requireSession)
 		r.Use(c.csrfMiddleware)
 		r.Post("/logout", c.logout)
-		r.Get("/", func(w http.ResponseWriter, r *http.Request) {
-			http.Redirect(w, r, "/sessions", http.StatusSeeOther)
-		})
+		r.Get("/", c.home)
 		c.sessionRoutes(r)
 		c.holdRoutes(r)
 		c.runRoutes(r)
@@ -90,11 +92,15 @@ func (c *Console) Handler() http.Handler {
 		r.With(c.requireRole(store.RoleSteward)).Post("/workflows/{command}/enqueue", c.workflowEnqueue)
 		r.Get("/memos", c.memoList)
 		r.Get("/memos/{id}", c.memoShow)
+		r.With(c.requireRole(store.RoleSteward)).Get("/memos/{id}/edit", c.memoEditForm)
+		r.With(c.requireRole(store.RoleSteward)).Post("/memos/{id}/edit", c.memoEdit)
 		r.Route("/users", func(r chi.Router) {
 			r.Use(c.requireRole(store.RoleAdmin))
 			r.Get("/", c.userList)
 			r.Post("/", c.userCreate)
 			r.Post("/{id}/role", c.userRole)
+			r.Post("/{id}/disabled", c.userDisabled)
+			r.Post("/{id}/password", c.userPassword)
 		})
 		r.NotFound(c.notFound)
 		r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
