@@ -37,6 +37,7 @@ commands:
   serve                 run the service (default)
   migrate               apply database migrations and exit
   user add              add a console user
+  user passwd           set a console user's password (ends their sign-ins)
   apikey create         create an API key (printed once, last line of stdout)
   workflow import       import workflow memos from .md files or directories
   enqueue COMMAND       enqueue a workflow item
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string, env map[string]string, stdin io.Rea
 		return cmdMigrate(ctx, args, env, stdout, stderr)
 	case "user add":
 		return cmdUserAdd(ctx, args, env, stdin, stdout, stderr)
+	case "user passwd":
+		return cmdUserPasswd(ctx, args, env, stdin, stdout, stderr)
 	case "apikey create":
 		return cmdAPIKeyCreate(ctx, args, env, stdout, stderr)
 	case "workflow import":

@@ -43,6 +43,13 @@ type bundle struct {
 
 func setup(t testing.TB) *bundle {
 	t.Helper()
+	return setupWith(t, nil)
+}
+
+// setupWith is setup with the console's deps adjusted by opt (a Slack for
+// permalinks, say) before it is built.
+func setupWith(t testing.TB, opt func(*web.Deps)) *bundle {
+	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "holdfast.db"), Sync: "normal"})
 	require.NoError(t, err)
@@ -69,7 +76,11 @@ func setup(t testing.TB) *bundle {
 		require.NoError(t, err)
 		b.users[role] = u
 	}
-	b.console = web.New(web.Deps{Store: db, Library: lib, Sessions: sess, Engine: eng, Log: log})
+	deps := web.Deps{Store: db, Library: lib, Sessions: sess, Engine: eng, Log: log}
+	if opt != nil {
+		opt(&deps)
+	}
+	b.console = web.New(deps)
 	b.srv = httptest.NewServer(server.Handler(server.Deps{
 		Store: db,
 		API: api.New(api.Deps{Store: db, Library: lib, Log: log, Cookie: b.console.Cookie, CSRF: b.console.CSRF,
