@@ -208,6 +208,7 @@ type AuditRow struct {
 	Via       string
 	Decision  string
 	Outcome   string
+	Reason    string // why it was refused or not recorded
 	Detail    string
 }
 

@@ -161,12 +161,12 @@ func (c *Console) holdRow(h *store.Hold, payload map[string]any, rights *engine.
 	return row
 }
 
-// waitText is how long something has waited, coarsely: "45 s", "12 min",
+// waitText is how long something has waited, coarsely: "under a minute", "12 min",
 // "3 h 5 min", "2 days".
 func waitText(d time.Duration) string {
 	switch {
 	case d < time.Minute:
-		return strconv.Itoa(max(int(d.Seconds()), 0)) + " s"
+		return "under a minute"
 	case d < time.Hour:
 		return strconv.Itoa(int(d.Minutes())) + " min"
 	case d < 48*time.Hour:
@@ -421,7 +421,7 @@ func (c *Console) auditRows(ds []*store.HoldDecision) []templates.AuditRow {
 	out := make([]templates.AuditRow, 0, len(ds))
 	for _, d := range ds {
 		row := templates.AuditRow{ID: d.ID, When: c.ago(d.CreatedAt), Who: d.DecidedBy, Via: d.Via, Decision: d.Decision,
-			Outcome: d.Outcome, Detail: d.Reason}
+			Outcome: d.Outcome, Reason: d.Reason, Detail: d.Reason}
 		if d.Comment != "" {
 			row.Detail = strings.TrimSpace(row.Detail + " “" + d.Comment + "”")
 		}
@@ -478,9 +478,9 @@ func attemptNote(a templates.AuditRow, me string) *templates.AttemptNote {
 	case store.AttemptAccepted:
 		n.Text = who + " was recorded."
 	case store.AttemptConflict:
-		n.Text, n.Refused = who+" was not recorded: "+a.Detail, true
+		n.Text, n.Refused = who+" was not recorded: "+a.Reason, true
 	default:
-		n.Text, n.Refused = who+" was refused: "+a.Detail, true
+		n.Text, n.Refused = who+" was refused: "+a.Reason, true
 	}
 	return n
 }

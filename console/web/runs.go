@@ -33,7 +33,12 @@ func (c *Console) runRow(run *store.Run) templates.RunRow {
 	row := templates.RunRow{ID: run.ID, URL: runURL(run.ID), Title: engine.RunTitle(run), Command: run.Command, Status: run.Status,
 		ErrorKind: run.ErrorKind, Started: c.ago(run.CreatedAt)}
 	if run.FinishedAt != nil {
-		row.Duration = durationText(run.FinishedAt.Sub(run.CreatedAt).Milliseconds())
+		if row.Duration = durationText(run.FinishedAt.Sub(run.CreatedAt).Milliseconds()); row.Duration == "" {
+			row.Duration = "< 1 ms"
+		}
+	}
+	if row.ErrorKind == row.Status {
+		row.ErrorKind = "" // "cancelled" twice says nothing
 	}
 	if run.SessionID != "" {
 		row.Session = &templates.Link{Label: run.SessionID, URL: sessionURL(run.SessionID)}
