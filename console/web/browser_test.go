@@ -472,7 +472,7 @@ func TestBrowserStewardFlow(t *testing.T) {
 	b.open("/runs/"+failed.ID, "#run-lead")
 	require.Contains(t, b.text("#run-lead"), "Failed at step 4 (output)")
 	b.check("run-failed")
-	b.do(chromedp.Click(chromedp.CSS(`form[action="/runs/`+failed.ID+`/rerun"] button`)))
+	b.do(chromedp.Click(chromedp.CSS(`form[action="/runs/` + failed.ID + `/rerun"] button`)))
 	b.eventually(`location.pathname.startsWith('/runs/') && !location.pathname.endsWith('`+failed.ID+`') && !!document.getElementById('run-live')`,
 		"the browser lands on the new run")
 	require.Contains(t, b.text("main"), "Re-run of "+failed.ID+" queued")
