@@ -50,6 +50,14 @@ func setup(t testing.TB) *bundle {
 // permalinks, say) before it is built.
 func setupWith(t testing.TB, opt func(*web.Deps)) *bundle {
 	t.Helper()
+	return setupBundle(t, opt, true)
+}
+
+// setupBundle builds the bundle; with start false the engine answers rules
+// (rights, enqueues) but runs nothing, so a benchmark can lay out runs and
+// holds through the store without a runner claiming them.
+func setupBundle(t testing.TB, opt func(*web.Deps), start bool) *bundle {
+	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "holdfast.db"), Sync: "normal"})
 	require.NoError(t, err)
@@ -63,7 +71,9 @@ func setupWith(t testing.TB, opt func(*web.Deps)) *bundle {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = eng.Start(runCtx)
+		if start {
+			_ = eng.Start(runCtx)
+		}
 	}()
 	t.Cleanup(func() { stop(); <-done })
 	sess := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: models, DefaultModel: "template"}, sessions.EngineOf(eng), log)

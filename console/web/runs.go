@@ -19,6 +19,11 @@ import (
 	"github.com/holdfast-bot/holdfast/templates"
 )
 
+// textCountCap bounds the runs a text filter's per-status counts visit: a
+// phrase of common trigrams is checked run by run, so counting every match
+// of a broad filter would cost more than the page.
+const textCountCap = 500
+
 var runStatuses = []string{store.RunRunning, store.RunSuspended, store.RunSucceeded, store.RunFailed, store.RunCancelled, store.RunRecoveryExhausted}
 
 func (c *Console) runRoutes(r chi.Router) {
@@ -80,14 +85,10 @@ func (c *Console) runsView(ctx context.Context, q url.Values) (templates.RunsVie
 	if err != nil {
 		return v, err
 	}
-	// The page pages like GET /api/runs (same cursor), a full page of
-	// api.MaxPageSize runs unless the URL asks for fewer.
+	// The page pages like GET /api/runs (same cursor and page size).
 	limit, after, err := api.PageParams(q)
 	if err != nil {
 		return v, err
-	}
-	if q.Get("limit") == "" {
-		limit = api.MaxPageSize
 	}
 	p.After, p.Limit = after, limit+1
 	runs, err := c.Store.RunList(ctx, p)
@@ -110,7 +111,8 @@ func (c *Console) runsView(ctx context.Context, q url.Values) (templates.RunsVie
 	if after != nil {
 		v.FirstURL = templSafe(runsURL(base))
 	}
-	counts, err := c.Store.RunCountsByStatus(ctx, &store.RunCountParams{Command: p.Command, SessionID: p.SessionID, Query: p.Query})
+	counts, err := c.Store.RunCountsByStatus(ctx, &store.RunCountParams{Command: p.Command, SessionID: p.SessionID, Query: p.Query,
+		Cap: textCountCap})
 	if err != nil {
 		return v, err
 	}
@@ -124,7 +126,7 @@ func (c *Console) runsView(ctx context.Context, q url.Values) (templates.RunsVie
 			URL: templSafe(runsURL(runsQuery(p, st)))})
 	}
 	if counts.Capped {
-		v.CountNote = "Counts are of the newest 1,000 runs that match the text."
+		v.CountNote = fmt.Sprintf("More than %d runs match the text; the counts are of the newest %d.", textCountCap, textCountCap)
 	}
 	wfs, err := c.Store.WorkflowList(ctx)
 	if err != nil {
