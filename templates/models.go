@@ -17,8 +17,6 @@ type Page struct {
 	Flash     string
 	FlashErr  bool
 	OpenHolds int
-	// Wide lets a page use the full width (the home dashboard).
-	Wide bool
 }
 
 // Viewer is the signed-in user as the layout shows them.
