@@ -84,7 +84,7 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) (*store.Hold, error
 		e.log.InfoContext(ctx, "hold decision refused", slog.String("hold_id", h.ID), slog.String("by", rights.name), slog.String("reason", reason))
 		return nil, store.Refuse(kind, "%s", reason)
 	}
-	if kind, reason := rights.refusal(h, p.Decision, false); kind != nil {
+	if reason, kind := rights.refusal(h, p.Decision, false); kind != nil {
 		return refuse(kind, reason)
 	}
 	if p.Decision == "approve" && p.Output != "" && h.Status == store.HoldOpen {
@@ -127,48 +127,49 @@ func (r *Rights) Steward() bool { return r.steward }
 // MayApprove answers whether the caller may approve h now and, when not,
 // the sentence saying why (the one Decide would refuse with).
 func (r *Rights) MayApprove(h *store.Hold) (bool, string) {
-	kind, reason := r.refusal(h, "approve", true)
+	reason, kind := r.refusal(h, "approve", true)
 	return kind == nil, reason
 }
 
 // MayReject is MayApprove for a rejection.
 func (r *Rights) MayReject(h *store.Hold) (bool, string) {
-	kind, reason := r.refusal(h, "reject", true)
+	reason, kind := r.refusal(h, "reject", true)
 	return kind == nil, reason
 }
 
-// refusal is the decision rule: the kind and sentence of a refusal, or nil.
+// refusal is the decision rule: the sentence and kind (the sentinel that
+// picks the status) of a refusal, or a nil kind.
 // A hold that is no longer open is refused here only when asked (checkOpen):
 // Decide leaves that to the store, which decides it atomically and audits
 // the conflict naming who decided.
-func (r *Rights) refusal(h *store.Hold, decision string, checkOpen bool) (error, string) {
+func (r *Rights) refusal(h *store.Hold, decision string, checkOpen bool) (reason string, kind error) {
 	if !r.steward {
-		return store.ErrForbidden, r.name + " is not a steward; only stewards may decide holds"
+		return r.name + " is not a steward; only stewards may decide holds", store.ErrForbidden
 	}
 	if checkOpen && h.Status != store.HoldOpen {
 		by := ""
 		if h.DecidedBy != "" {
 			by = " by " + h.DecidedBy
 		}
-		return store.ErrConflict, "this hold was already " + h.Status + by
+		return "this hold was already " + h.Status + by, store.ErrConflict
 	}
 	if decision != "approve" {
-		return nil, ""
+		return "", nil
 	}
 	if !h.SelfApproval && isOwner(h.OwnerUID, r.d) {
-		return store.ErrForbidden, r.name + " asked for this run and may not approve it (the workflow's Policy does not allow self approval); another steward must approve it"
+		return r.name + " asked for this run and may not approve it (the workflow's Policy does not allow self approval); another steward must approve it", store.ErrForbidden
 	}
 	if h.Status == store.HoldOpen {
 		for _, a := range h.Approvals {
 			if a.Key == deciderKey(r.d) {
 				// Said to the steward who asked (SPEC §4.3: "you already
 				// approved; N of M"), on every surface alike.
-				return store.ErrConflict, fmt.Sprintf("you already approved this hold (%d of %d approvals); it needs another steward's approval",
-					len(h.Approvals), h.RequiredApprovals)
+				return fmt.Sprintf("you already approved this hold (%d of %d approvals); it needs another steward's approval",
+					len(h.Approvals), h.RequiredApprovals), store.ErrConflict
 			}
 		}
 	}
-	return nil, ""
+	return "", nil
 }
 
 // MayDecide answers whether d may approve the hold now and, when not, why:

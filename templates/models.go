@@ -234,7 +234,6 @@ type HoldsView struct {
 	// DecidedNext pages the history; DecidedFirst returns to its start.
 	DecidedNext  templ.SafeURL
 	DecidedFirst templ.SafeURL
-	ViewerNote   string // why a viewer sees no decision forms
 }
 
 // HoldsLive is one live refresh of the holds queue: cards to add, replace

@@ -16,12 +16,17 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
+// waitRun waits for the run to reach status. A run not claimed yet (a
+// fresh re-run) is waited for too. (The condition runs on testify's polling
+// goroutine, so it reports instead of calling require.)
 func waitRun(t *testing.T, b *bundle, runID, status string) *store.Run {
 	t.Helper()
 	var run *store.Run
 	require.Eventually(t, func() bool {
 		r, err := b.db.RunGetByID(context.Background(), runID)
-		require.NoError(t, err)
+		if err != nil {
+			return false
+		}
 		run = r
 		return r.Status == status
 	}, 20*time.Second, 20*time.Millisecond, "run %s reaches %s", runID, status)
