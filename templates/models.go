@@ -152,6 +152,7 @@ type EventView struct {
 // HoldCard is a hold shown inside a transcript.
 type HoldCard struct {
 	URL       templ.SafeURL
+	Title     string // what is being decided (engine.HoldTitle)
 	Command   string
 	GateLabel string
 	Status    string
@@ -420,8 +421,9 @@ type ChartBar struct {
 
 // ChartTick is an axis label.
 type ChartTick struct {
-	X, Y  int
-	Label string
+	X, Y   int
+	Label  string
+	Anchor string // SVG text-anchor: start, middle or end
 }
 
 // ChartRow is one hour of the chart as text.

@@ -88,6 +88,8 @@ func (c *Console) holdCardStatus(ctx context.Context, card *templates.HoldCard, 
 	}
 	if h, err := c.Store.HoldGetByID(ctx, holdID); err == nil {
 		card.Status, card.DecidedBy, card.Via, card.Comment = h.Status, h.DecidedBy, h.DecidedVia, h.Comment
+		payloads, _ := c.holdPayloads(ctx, []*store.Hold{h})
+		card.Title = engine.HoldTitle(h, payloads[h.ItemID])
 	}
 }
 

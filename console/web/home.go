@@ -210,8 +210,13 @@ func runsChart(hours []store.RunHourCount, since time.Time) templates.Chart {
 				Title: fmt.Sprintf("%s UTC: %d %s", hour.Format("15:04"), n, statusLabel(st))})
 		}
 		ch.Table = append(ch.Table, row)
-		if s%6 == 0 || s == slots-1 {
-			ch.Ticks = append(ch.Ticks, templates.ChartTick{X: x + (slotW-4)/2, Y: height - 6, Label: hour.Format("15:04")})
+		switch {
+		case s == 0:
+			ch.Ticks = append(ch.Ticks, templates.ChartTick{X: x, Y: height - 6, Label: hour.Format("15:04"), Anchor: "start"})
+		case s == slots-1:
+			ch.Ticks = append(ch.Ticks, templates.ChartTick{X: width, Y: height - 6, Label: hour.Format("15:04"), Anchor: "end"})
+		case s%6 == 0:
+			ch.Ticks = append(ch.Ticks, templates.ChartTick{X: x + (slotW-4)/2, Y: height - 6, Label: hour.Format("15:04"), Anchor: "middle"})
 		}
 	}
 	for si, st := range chartStatuses {
