@@ -150,7 +150,10 @@ type Engine struct {
 	// cancelReq holds cancellations of runs claimed here but not started
 	// yet (waiting in a worker's batch); they are cancelled as they start.
 	cancelReq map[string]error
-	subs      []chan Event
+	// runDone is closed when this process stops executing a run (settled,
+	// suspended or dropped), for callers that cancel and then wait.
+	runDone map[string]chan struct{}
+	subs    []chan Event
 }
 
 // New returns an engine; call Start to run the pool and scheduler.
@@ -171,6 +174,7 @@ func New(cfg Config, s store.Store, models *model.Registry, log *slog.Logger) *E
 		cancelReq: map[string]error{},
 		tracer:    tracing.Tracer(cfg.Tracer),
 		traced:    cfg.Tracer != nil,
+		runDone:   map[string]chan struct{}{},
 	}
 	e.settleSlots = make(chan struct{}, 4*cfg.Workers)
 	e.resumeHint.Store(true)

@@ -129,6 +129,8 @@ func (e *Engine) run(parent context.Context, r *store.Run, async bool) *store.Ru
 	ctx, cancel := context.WithCancelCause(parent)
 	e.mu.Lock()
 	e.inflight[r.ID] = cancel
+	done := make(chan struct{})
+	e.runDone[r.ID] = done
 	if cause, ok := e.cancelReq[r.ID]; ok {
 		delete(e.cancelReq, r.ID)
 		cancel(cause)
@@ -137,7 +139,9 @@ func (e *Engine) run(parent context.Context, r *store.Run, async bool) *store.Ru
 	defer func() {
 		e.mu.Lock()
 		delete(e.inflight, r.ID)
+		delete(e.runDone, r.ID)
 		e.mu.Unlock()
+		close(done)
 		cancel(nil)
 	}()
 	var (

@@ -138,6 +138,8 @@ type MemoSearchParams struct {
 	MemoType        string
 	IncludeUnlisted bool
 	Limit           int
+	// Offset skips that many results (a later page of the same search).
+	Offset int
 }
 
 // MemoStore persists the memo library.
@@ -286,12 +288,14 @@ var roleRank = map[string]int{RoleViewer: 1, RoleSteward: 2, RoleAdmin: 3}
 func CanDecide(role string) bool { return role == RoleSteward || role == RoleAdmin }
 
 // User is a console user; SlackUserID links a Slack identity for decisions.
+// A Disabled user cannot sign in, and their sign-ins stop working.
 type User struct {
 	ID           string    `json:"id"`
 	Username     string    `json:"username"`
 	PasswordHash string    `json:"-"`
 	Role         string    `json:"role"`
 	SlackUserID  string    `json:"slackUserId"`
+	Disabled     bool      `json:"disabled"`
 	CreatedAt    time.Time `json:"createdAt"`
 }
 

@@ -152,14 +152,14 @@ func EdgesPage(v EdgesView) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "\" aria-pressed=\"")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "\" aria-current=\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var8 string
-					templ_7745c5c3_Var8, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.FormatBool(t.On)).Resolve(ctx)
+					templ_7745c5c3_Var8, templ_7745c5c3_Err = templruntime.NewAttributeExpression(windowCurrent(t.On)).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/edges.templ`, Line: 62, Col: 103}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/edges.templ`, Line: 62, Col: 98}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var8)
 					if templ_7745c5c3_Err != nil {
@@ -186,7 +186,7 @@ func EdgesPage(v EdgesView) templ.Component {
 				var templ_7745c5c3_Var9 string
 				templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(t.Label)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/edges.templ`, Line: 62, Col: 115}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/edges.templ`, Line: 62, Col: 110}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 				if templ_7745c5c3_Err != nil {
@@ -516,6 +516,15 @@ func EdgesPage(v EdgesView) templ.Component {
 		}
 		return nil
 	})
+}
+
+// windowCurrent marks the window shown: the links pick one of several
+// views of one page, which aria-current says (aria-pressed is for buttons).
+func windowCurrent(on bool) string {
+	if on {
+		return "page"
+	}
+	return "false"
 }
 
 var _ = templruntime.GeneratedTemplate

@@ -186,6 +186,50 @@ func cmdUserAdd(ctx context.Context, args []string, env map[string]string, stdin
 	return nil
 }
 
+// cmdUserPasswd sets a user's password from a file or stdin: the way back
+// in for a lost admin password. It ends the user's console sign-ins.
+func cmdUserPasswd(ctx context.Context, args []string, env map[string]string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var username, pwFile string
+	c, _, err := parse("user passwd", args, env, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&username, "username", "", "user name")
+		fs.StringVar(&pwFile, "password-file", "", "file whose first line is the password, or - for stdin")
+	})
+	if err != nil {
+		return err
+	}
+	if username == "" || pwFile == "" {
+		return errors.New("user passwd: --username and --password-file are required")
+	}
+	password, err := readPassword(pwFile, stdin)
+	if err != nil {
+		return err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if err != nil {
+		return fmt.Errorf("user passwd: %w", err)
+	}
+	db, err := openStore(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	u, err := db.UserGetByUsername(ctx, username)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("user passwd: no user is named %q", username)
+	} else if err != nil {
+		return err
+	}
+	if _, err := db.UserPasswordSet(ctx, u.ID, string(hash)); err != nil {
+		return err
+	}
+	note := ""
+	if u.Disabled {
+		note = "; the user is disabled: an admin must enable them before they can sign in"
+	}
+	fmt.Fprintf(stdout, "set the password of %s (%s); their console sign-ins have ended%s\n", u.Username, u.ID, note)
+	return nil
+}
+
 func readPassword(file string, stdin io.Reader) (string, error) {
 	var r io.Reader = stdin
 	if file != "-" {

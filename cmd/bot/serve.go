@@ -97,13 +97,17 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 	watch.Go(func() { sess.Watch(watchCtx) })
 	defer func() { stopWatch(); watch.Wait() }() // before sess.Close and db.Close
 
-	slackHandler, stopSlack, err := startSlack(ctx, c, db, eng, sess, tp, log)
+	slackHandler, permalinks, stopSlack, err := startSlack(ctx, c, db, eng, sess, tp, log)
 	if err != nil {
 		return err
 	}
 	defer stopSlack() // first: the bridge stops before sessions and the store
 
-	console := web.New(web.Deps{Store: db, Library: lib, Sessions: sess, Engine: eng, Log: log, BaseURL: c.BaseURL})
+	deps := web.Deps{Store: db, Library: lib, Sessions: sess, Engine: eng, Log: log, BaseURL: c.BaseURL}
+	if permalinks != nil {
+		deps.Slack = permalinks // a nil *Permalinks would not be a nil interface
+	}
+	console := web.New(deps)
 	handler := server.Handler(server.Deps{
 		Store: db,
 		API: api.New(api.Deps{Store: db, Library: lib, Log: log, Cookie: console.Cookie, CSRF: console.CSRF,
@@ -197,11 +201,12 @@ func startTracing(ctx context.Context, env map[string]string, log *slog.Logger) 
 
 // startSlack starts the Slack bridge when SLACK_BOT_TOKEN is set: Socket
 // Mode with SLACK_APP_TOKEN, else HTTP mode through the returned handler
-// (mounted at /slack). stop ends it and waits for its workers.
+// (mounted at /slack). It also answers the console's thread permalinks
+// (nil without Slack). stop ends it and waits for its workers.
 func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engine, sess *sessions.Service, tp trace.TracerProvider,
-	log *slog.Logger) (http.Handler, func(), error) {
+	log *slog.Logger) (http.Handler, *bridge.Permalinks, func(), error) {
 	if c.SlackBotToken == "" {
-		return nil, func() {}, nil
+		return nil, nil, func() {}, nil
 	}
 	var opts []slack.Option
 	if c.SlackAPIURL != "" {
@@ -215,7 +220,7 @@ func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engi
 		AllowBots: c.SlackAllowBots == "true", Tracer: tp},
 		db, api, eng, sess, log)
 	if err := eng.Registry().Register(b); err != nil {
-		return nil, nil, fmt.Errorf("slack metrics: %w", err)
+		return nil, nil, nil, fmt.Errorf("slack metrics: %w", err)
 	}
 
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -234,7 +239,7 @@ func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engi
 			slog.String("interactivity_url", c.BaseURL+"/slack/interactions"))
 		handler = b.Handler()
 	}
-	return handler, func() { cancel(); wg.Wait() }, nil
+	return handler, &bridge.Permalinks{API: api}, func() { cancel(); wg.Wait() }, nil
 }
 
 // newEngine builds the engine from the config (shared by serve and enqueue).

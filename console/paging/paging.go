@@ -77,3 +77,24 @@ func Since(v string, now time.Time) (time.Time, error) {
 	}
 	return now.Add(-d).UTC(), nil
 }
+
+var runStatuses = map[string]bool{store.RunRunning: true, store.RunSuspended: true, store.RunSucceeded: true,
+	store.RunFailed: true, store.RunCancelled: true, store.RunRecoveryExhausted: true}
+
+// RunFilter reads GET /api/runs's filters (also the console's Runs page):
+// status, workflow (a command, with or without its slash), sessionId and q
+// (text in the title or brief).
+func RunFilter(q url.Values) (*store.RunListParams, error) {
+	p := &store.RunListParams{Status: q.Get("status"), SessionID: strings.TrimSpace(q.Get("sessionId")),
+		Query: strings.TrimSpace(q.Get("q"))}
+	if p.Status != "" && !runStatuses[p.Status] {
+		return nil, store.Refuse(store.ErrInvalid, "status must be one of running, suspended, succeeded, failed, cancelled, recovery_exhausted")
+	}
+	if wf := strings.TrimSpace(q.Get("workflow")); wf != "" {
+		p.Command = "/" + strings.TrimPrefix(wf, "/")
+	}
+	if len(p.Query) > 1000 {
+		return nil, store.Refuse(store.ErrInvalid, "q is at most 1,000 characters")
+	}
+	return p, nil
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -63,48 +62,25 @@ func (db *DB) RunGetByID(ctx context.Context, id string) (*store.Run, error) {
 	return r, nil
 }
 
-// RunList lists runs newest first, by status or session when given, from
-// p.After on. Pages order by (created_at, id) so ties never repeat or skip a
-// run; the runs_status_created and runs_created indexes end in those columns.
+// RunList lists runs newest first under p's filters, from p.After on. Pages
+// order by (created_at, id) so ties never repeat or skip a run; every index a
+// listing walks ends in those columns (runListQuery), and a text filter is
+// answered from the trigram index (runSearchList).
 func (db *DB) RunList(ctx context.Context, p *store.RunListParams) ([]*store.Run, error) {
-	q, args := runListQuery(p)
-	out, err := queryAll(ctx, db.r, scanRun, q, args...)
+	var (
+		out []*store.Run
+		err error
+	)
+	if q := runQueryText(p.Query); trigramSearchable(q) {
+		out, err = db.runSearchList(ctx, p, q)
+	} else {
+		query, args := runListQuery(p)
+		out, err = queryAll(ctx, db.r, scanRun, query, args...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("run list: %w", err)
 	}
 	return out, nil
-}
-
-func runListQuery(p *store.RunListParams) (string, []any) {
-	limit := p.Limit
-	if limit <= 0 || limit > 500 {
-		limit = 100
-	}
-	q := `SELECT ` + runColumns + runFrom
-	var where []string
-	var args []any
-	switch {
-	case p.SessionID != "" && p.Status != "":
-		// Without statistics SQLite would walk every run of the status.
-		q = `SELECT ` + runColumns + runFromBySession
-		where = append(where, `r.session_id = ?`, `r.status = ?`)
-		args = append(args, p.SessionID, p.Status)
-	case p.SessionID != "":
-		where = append(where, `r.session_id = ?`)
-		args = append(args, p.SessionID)
-	case p.Status != "":
-		where = append(where, `r.status = ?`)
-		args = append(args, p.Status)
-	}
-	if p.After != nil {
-		where = append(where, `(r.created_at, r.id) < (?, ?)`)
-		args = append(args, formatTime(p.After.CreatedAt), p.After.ID)
-	}
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	q += ` ORDER BY r.created_at DESC, r.id DESC LIMIT ?`
-	return q, append(args, limit)
 }
 
 // RunCountByStatus counts runs per status (for metrics).

@@ -175,4 +175,5 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	runEngine(t, newStore)
 	runSearch(t, newStore)
 	runInsight(t, newStore)
+	runConsoleLists(t, newStore)
 }
