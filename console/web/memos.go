@@ -2,14 +2,14 @@ package web
 
 import (
 	"net/http"
-	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
 
-	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/search"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/templates"
 )
@@ -43,16 +43,27 @@ func snippet(body string, n int) string {
 	return s
 }
 
+// memoPageSize is how many memos the library lists when the query gives
+// no limit:<n>.
+const memoPageSize = 100
+
 func (c *Console) memoList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	v := templates.MemosView{Query: strings.TrimSpace(q.Get("q")), MemoType: q.Get("type")}
-	if v.MemoType != "" && !slices.Contains(library.MemoTypes, v.MemoType) {
-		c.errorPage(w, r, http.StatusBadRequest, "Bad request", "type must be one of "+strings.Join(library.MemoTypes, ", ")+".")
+	// The search box takes the query grammar of SPEC §4.1; the type select,
+	// when set, is the query's type: (a bad filter is a 400 naming it).
+	sq, err := search.Parse(v.Query)
+	if err == nil {
+		err = sq.SetType(v.MemoType)
+	}
+	if err != nil {
+		c.fail(w, r, err)
 		return
 	}
+	p := sq.Params(time.Now(), memoPageSize)
 	// Unlisted memos are listed for stewards and admins only (SPEC §7).
-	memos, err := c.Store.MemoSearch(r.Context(), &store.MemoSearchParams{Query: v.Query, MemoType: v.MemoType,
-		IncludeUnlisted: identity(r).AtLeast(store.RoleSteward), Limit: 100})
+	p.IncludeUnlisted = identity(r).AtLeast(store.RoleSteward)
+	memos, err := c.Store.MemoSearch(r.Context(), p)
 	if err != nil {
 		c.fail(w, r, err)
 		return
