@@ -109,11 +109,11 @@ func Events(ctx context.Context, st store.Store, id string, limit int) ([]*store
 
 // Order puts events (in record order) in conversation order: backfilled
 // messages first by their Slack ts, then the rest as recorded. Messages
-// with no text are left out.
+// with no text are left out; other events are kept.
 func Order(evs []*store.Event) []*store.Event {
 	var back, live []*store.Event
 	for _, e := range evs {
-		if strings.TrimSpace(text(e)) == "" {
+		if (e.Type == store.EventUserMessage || e.Type == store.EventAssistantMessage) && strings.TrimSpace(text(e)) == "" {
 			continue
 		}
 		if Backfilled(e) {
