@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
+	"github.com/holdfast-bot/holdfast/cmd/bot/bottest"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
 )
@@ -35,25 +35,17 @@ func TestThreadsThroughTheBinary(t *testing.T) {
 	}
 	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "bot")
-	build := exec.Command("go", "build", "-tags", "sqlite_fts5", "-o", bin, "github.com/holdfast-bot/holdfast/cmd/bot")
-	build.Env = append(os.Environ(), "CGO_ENABLED=1")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := bottest.Binary(t)
 
 	fake := fakeslack.New(t)
 	fake.SetUser("U1", "ada", "Ada", "Ada Lovelace")
 	fake.SetUser("U2", "bob", "Bob", "Bob Babbage")
 	db := filepath.Join(dir, "holdfast.db")
-	p := startBot(t, bin, append(os.Environ(), "HOLDFAST_DB="+db, "HOLDFAST_ADMIN_PASSWORD=threads-test-pw",
+	p := bottest.Start(t, bin, append(os.Environ(), "HOLDFAST_DB="+db, "HOLDFAST_ADMIN_PASSWORD=threads-test-pw",
 		"SLACK_BOT_TOKEN=xoxb-test", "SLACK_SIGNING_SECRET="+secret, "SLACK_API_URL="+fake.APIURL(), "SLACK_APP_TOKEN="))
 	t.Cleanup(func() {
-		if !p.exited {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
 		if t.Failed() {
-			log := p.stderr.String()
+			log := p.Log()
 			t.Logf("serve's log:\n%s", log[max(0, len(log)-8000):])
 		}
 	})
@@ -70,7 +62,7 @@ func TestThreadsThroughTheBinary(t *testing.T) {
 		t.Helper()
 		seq++
 		body := eventBody(fmt.Sprint("EvBin", seq), inner)
-		req, err := http.NewRequest(http.MethodPost, p.url+"/slack/events", bytes.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, p.URL+"/slack/events", bytes.NewReader(body))
 		require.NoError(t, err)
 		now := time.Now()
 		req.Header.Set("Content-Type", "application/json")
@@ -156,12 +148,5 @@ func TestThreadsThroughTheBinary(t *testing.T) {
 			"*Ada*: summarize-thread", "*Bob*: summarize-thread")
 	})
 
-	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
-	select {
-	case err := <-p.done:
-		p.exited = true
-		require.NoError(t, err, p.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	p.Stop(t)
 }

@@ -73,6 +73,7 @@ type Store interface {
 	EngineStore  // store/engine.go: queue items, runs, holds
 	SlackStore   // store/slack.go: the Slack inbox and outbox
 	ConsoleStore // store/console.go: console sign-in sessions
+	InsightStore // store/insight.go: usage and edges of understanding
 
 	// Ping answers whether the database is reachable (for /healthz).
 	Ping(ctx context.Context) error
@@ -144,6 +145,8 @@ type MemoSearchParams struct {
 	UpdatedSince    time.Time
 	IncludeUnlisted bool
 	Limit           int
+	// Offset skips that many results (a later page of the same search).
+	Offset int
 }
 
 // MemoStore persists the memo library.
@@ -292,12 +295,14 @@ var roleRank = map[string]int{RoleViewer: 1, RoleSteward: 2, RoleAdmin: 3}
 func CanDecide(role string) bool { return role == RoleSteward || role == RoleAdmin }
 
 // User is a console user; SlackUserID links a Slack identity for decisions.
+// A Disabled user cannot sign in, and their sign-ins stop working.
 type User struct {
 	ID           string    `json:"id"`
 	Username     string    `json:"username"`
 	PasswordHash string    `json:"-"`
 	Role         string    `json:"role"`
 	SlackUserID  string    `json:"slackUserId"`
+	Disabled     bool      `json:"disabled"`
 	CreatedAt    time.Time `json:"createdAt"`
 }
 

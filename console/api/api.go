@@ -50,7 +50,7 @@ func New(d Deps) *API {
 // Routes returns the /api router; mount it at /api.
 func (a *API) Routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(limitBody, checkQuery)
+	r.Use(limitBody, checkQuery, joinTrace)
 	// Internal routes authenticate with x-internal-key, not an API key.
 	r.Route("/internal", func(r chi.Router) {
 		r.Use(a.requireInternalKey, a.optionalKey, a.trackSession)
@@ -68,6 +68,7 @@ func (a *API) Routes() http.Handler {
 		r.Get("/workflows", a.workflowList)
 		a.engineRoutes(r)
 		a.sessionRoutes(r)
+		a.insightRoutes(r)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)

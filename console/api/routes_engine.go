@@ -20,6 +20,9 @@ func (a *API) engineRoutes(r chi.Router) {
 	r.Get("/queue/{itemId}", a.queueItemGet)
 	r.Get("/runs", a.runList)
 	r.Get("/runs/{id}", a.runGet)
+	// No role check here: the engine refuses non-stewards itself (403).
+	r.Post("/runs/{id}/rerun", a.runRerun)
+	r.Post("/runs/{id}/cancel", a.runCancel)
 	r.Get("/holds", a.holdList)
 	r.Get("/holds/{id}", a.holdGet)
 	r.Post("/holds/{id}/decision", a.holdDecide)
@@ -93,6 +96,8 @@ func (a *API) queueItemGet(w http.ResponseWriter, r *http.Request) {
 // RunView is a run as the API shows it (SPEC §7).
 type RunView struct {
 	*store.Run
+	// Title is what the run is about (engine.RunTitle).
+	Title     string                `json:"title"`
 	Hold      *HoldView             `json:"hold"`
 	Dispatch  *DispatchView         `json:"dispatch"`
 	Decisions []*store.HoldDecision `json:"decisions,omitempty"`
@@ -110,7 +115,7 @@ type HoldView struct {
 
 func runView(run *store.Run) *RunView {
 	run.Manifest = normalizeManifest(run.Manifest)
-	v := &RunView{Run: run}
+	v := &RunView{Run: run, Title: engine.RunTitle(run)}
 	if run.DispatchMemoID != "" {
 		v.Dispatch = &DispatchView{MemoID: run.DispatchMemoID}
 	}
@@ -135,13 +140,10 @@ func normalizeManifest(raw json.RawMessage) json.RawMessage {
 	return b
 }
 
-var runStatuses = map[string]bool{store.RunRunning: true, store.RunSuspended: true, store.RunSucceeded: true,
-	store.RunFailed: true, store.RunCancelled: true, store.RunRecoveryExhausted: true}
-
 func (a *API) runList(w http.ResponseWriter, r *http.Request) {
-	status := r.URL.Query().Get("status")
-	if status != "" && !runStatuses[status] {
-		WriteError(w, http.StatusBadRequest, "status must be one of running, suspended, succeeded, failed, cancelled, recovery_exhausted")
+	p, err := paging.RunFilter(r.URL.Query())
+	if err != nil {
+		Fail(w, r, a.Log, err)
 		return
 	}
 	limit, after, err := paging.Params(r.URL.Query())
@@ -150,8 +152,8 @@ func (a *API) runList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// One row past the page tells whether there is a next one.
-	runs, err := a.Store.RunList(r.Context(), &store.RunListParams{Status: status, SessionID: r.URL.Query().Get("sessionId"),
-		After: after, Limit: limit + 1})
+	p.After, p.Limit = after, limit+1
+	runs, err := a.Store.RunList(r.Context(), p)
 	if err != nil {
 		Fail(w, r, a.Log, err)
 		return
@@ -177,6 +179,45 @@ func (a *API) runList(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{"runs": out, "next": next})
+}
+
+type rerunResponse struct {
+	Item *store.QueueItem `json:"item"`
+}
+
+// runRerun enqueues the run's payload again (engine.Rerun): 201 {item}.
+func (a *API) runRerun(w http.ResponseWriter, r *http.Request) {
+	if !a.engineOr503(w) {
+		return
+	}
+	it, err := a.Engine.Rerun(r.Context(), chi.URLParam(r, "id"), auth.From(r.Context()).Caller())
+	if err != nil {
+		Fail(w, r, a.Log, err)
+		return
+	}
+	WriteJSON(w, http.StatusCreated, rerunResponse{Item: it})
+}
+
+// runCancel stops the run (engine.CancelRun): 200 with the run.
+func (a *API) runCancel(w http.ResponseWriter, r *http.Request) {
+	if !a.engineOr503(w) {
+		return
+	}
+	run, err := a.Engine.CancelRun(r.Context(), chi.URLParam(r, "id"), auth.From(r.Context()).Caller())
+	if err != nil {
+		Fail(w, r, a.Log, err)
+		return
+	}
+	v := runView(run)
+	if run.HoldID != "" {
+		h, err := a.Store.HoldGetByID(r.Context(), run.HoldID)
+		if err != nil {
+			Fail(w, r, a.Log, err)
+			return
+		}
+		v.Hold = &HoldView{Hold: h}
+	}
+	WriteJSON(w, http.StatusOK, v)
 }
 
 func (a *API) runGet(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,6 @@
-// Package paging is the keyset paging of the runs and holds listings, shared
-// by the JSON API and the console: the same `limit` and `cursor` parameters
-// and the same opaque `next` values on both.
+// Package paging reads the listing and report parameters the JSON API and
+// the console share: keyset paging of the runs and holds listings (`limit`,
+// `cursor`, the opaque `next`) and the time window of reports (`since`).
 package paging
 
 import (
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -54,4 +55,46 @@ func DecodeCursor(c string) (*store.ListCursor, error) {
 		}
 	}
 	return nil, store.Refuse(store.ErrInvalid, "malformed cursor %q (pass back the listing's next value)", c)
+}
+
+// DefaultWindow is how far back edges and usage look when since is not
+// given: a week, the window the weekly digest reports.
+const DefaultWindow = 7 * 24 * time.Hour
+
+// Since reads a since parameter: an RFC 3339 time, or a duration back
+// from now ("7d", "36h", "90m"); empty is DefaultWindow back from now.
+func Since(v string, now time.Time) (time.Time, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return now.Add(-DefaultWindow).UTC(), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t.UTC(), nil
+	}
+	d, err := workflow.EdgesWindow(v)
+	if err != nil || d <= 0 {
+		return time.Time{}, store.Refuse(store.ErrInvalid, "since %q is neither an RFC 3339 time nor a duration back from now like 7d or 24h", v)
+	}
+	return now.Add(-d).UTC(), nil
+}
+
+var runStatuses = map[string]bool{store.RunRunning: true, store.RunSuspended: true, store.RunSucceeded: true,
+	store.RunFailed: true, store.RunCancelled: true, store.RunRecoveryExhausted: true}
+
+// RunFilter reads GET /api/runs's filters (also the console's Runs page):
+// status, workflow (a command, with or without its slash), sessionId and q
+// (text in the title or brief).
+func RunFilter(q url.Values) (*store.RunListParams, error) {
+	p := &store.RunListParams{Status: q.Get("status"), SessionID: strings.TrimSpace(q.Get("sessionId")),
+		Query: strings.TrimSpace(q.Get("q"))}
+	if p.Status != "" && !runStatuses[p.Status] {
+		return nil, store.Refuse(store.ErrInvalid, "status must be one of running, suspended, succeeded, failed, cancelled, recovery_exhausted")
+	}
+	if wf := strings.TrimSpace(q.Get("workflow")); wf != "" {
+		p.Command = "/" + strings.TrimPrefix(wf, "/")
+	}
+	if len(p.Query) > 1000 {
+		return nil, store.Refuse(store.ErrInvalid, "q is at most 1,000 characters")
+	}
+	return p, nil
 }

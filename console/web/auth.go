@@ -82,6 +82,11 @@ func (c *Console) lookup(r *http.Request) *current {
 	if subtle.ConstantTimeCompare([]byte(hashSecret(secret)), []byte(s.SecretHash)) != 1 {
 		return nil
 	}
+	if s.User.Disabled {
+		// Disabling deletes the user's sessions too; this covers a sign-in
+		// that raced the disabling.
+		return nil
+	}
 	return &current{session: s, id: identityOf(s.User)}
 }
 
@@ -302,6 +307,12 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		}
 		c.Log.InfoContext(r.Context(), "console sign-in refused", slog.String("username", username), slog.String("ip", clientIP(r)))
 		c.renderLogin(w, r, http.StatusUnauthorized, username, "Wrong username or password.", next)
+		return
+	}
+	if u.Disabled {
+		// The right password, so saying why is no leak; the account stays shut.
+		c.Log.InfoContext(r.Context(), "console sign-in of a disabled user", slog.String("username", u.Username))
+		c.renderLogin(w, r, http.StatusForbidden, username, "This account is disabled. Ask an admin to enable it.", next)
 		return
 	}
 	// A success forgets this address's failures for the name; the

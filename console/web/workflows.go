@@ -61,7 +61,8 @@ func (c *Console) workflowShow(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	c.renderWorkflow(w, r, wf, http.StatusOK, "", "", "")
+	q := r.URL.Query()
+	c.renderWorkflow(w, r, wf, http.StatusOK, q.Get("brief"), q.Get("dedupe_key"), "")
 }
 
 func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, wf *store.Workflow, status int, brief, dedupe, runErr string) {
