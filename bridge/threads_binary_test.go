@@ -91,9 +91,7 @@ func TestThreadsThroughTheBinary(t *testing.T) {
 	}
 	transcript := func(channel, root string) []*store.Event {
 		t.Helper()
-		ses, err := s.SessionGetByTag(context.Background(), "slack:"+channel+":"+root)
-		require.NoError(t, err)
-		evs, err := s.EventList(context.Background(), &store.EventListParams{SessionID: ses.ID, Limit: 1000})
+		evs, err := threadEvents(s, channel, root)
 		require.NoError(t, err)
 		return evs
 	}
@@ -138,7 +136,7 @@ func TestThreadsThroughTheBinary(t *testing.T) {
 		first := waitSummary("CQ", root, 1)
 		t.Logf("rate limited: the mention is answered %v after its delivery", first.At.Sub(start))
 		require.Less(t, first.At.Sub(start), 2*time.Second, "the mention is answered within 2 s")
-		require.Eventually(t, func() bool { return len(backfilled(transcript("CQ", root))) == 4 }, 20*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return backfilledCount(s, "CQ", root) == 4 }, 20*time.Second, 10*time.Millisecond)
 		calls := fake.Calls("conversations.replies")[before:]
 		require.Len(t, calls, 2)
 		require.Equal(t, http.StatusTooManyRequests, calls[0].Status)

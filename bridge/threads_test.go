@@ -40,11 +40,29 @@ func requireInOrder(t *testing.T, s string, says ...string) {
 // transcript is the session's events of a thread.
 func (tb *testBundle) transcript(t *testing.T, channel, root string) []*store.Event {
 	t.Helper()
-	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:"+channel+":"+root)
-	require.NoError(t, err)
-	evs, err := tb.store.EventList(tb.ctx, &store.EventListParams{SessionID: ses.ID, Limit: 1000})
+	evs, err := threadEvents(tb.store, channel, root)
 	require.NoError(t, err)
 	return evs
+}
+
+// threadEvents reads a thread session's events; it reports rather than
+// fails, so a condition polled off the test goroutine may call it.
+func threadEvents(s store.Store, channel, root string) ([]*store.Event, error) {
+	ses, err := s.SessionGetByTag(context.Background(), "slack:"+channel+":"+root)
+	if err != nil {
+		return nil, err
+	}
+	return s.EventList(context.Background(), &store.EventListParams{SessionID: ses.ID, Limit: 1000})
+}
+
+// backfilledCount is how many backfilled events a thread's session holds
+// (0 when it cannot be read yet); safe off the test goroutine.
+func backfilledCount(s store.Store, channel, root string) int {
+	evs, err := threadEvents(s, channel, root)
+	if err != nil {
+		return 0
+	}
+	return len(backfilled(evs))
 }
 
 type said struct{ typ, speaker, text string }
@@ -54,7 +72,9 @@ func backfilled(evs []*store.Event) []said {
 	var out []said
 	for _, e := range evs {
 		if e.Payload["backfilled"] == true {
-			out = append(out, said{e.Type, e.Payload["speaker"].(string), e.Payload["text"].(string)})
+			speaker, _ := e.Payload["speaker"].(string)
+			text, _ := e.Payload["text"].(string)
+			out = append(out, said{e.Type, speaker, text})
 		}
 	}
 	return out
@@ -159,7 +179,7 @@ func TestBackfillRateLimitedAnswersAtOnce(t *testing.T) {
 	require.NotContains(t, text(first), "Launch on Monday?", "answered with what the backfill had: nothing yet")
 	require.Contains(t, text(first), "*Bob Babbage*: summarize-thread")
 
-	require.Eventually(t, func() bool { return len(backfilled(tb.transcript(t, "CR", root))) == 4 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return backfilledCount(tb.store, "CR", root) == 4 }, 10*time.Second, 5*time.Millisecond)
 	calls := tb.slack.Calls("conversations.replies")
 	require.Len(t, calls, 2)
 	require.Equal(t, http.StatusTooManyRequests, calls[0].Status)
@@ -190,7 +210,7 @@ func TestBackfillSlowSlackAnswersWithin2s(t *testing.T) {
 	require.Less(t, first.At.Sub(start), 2*time.Second, "the mention is answered within 2 s")
 	require.NotContains(t, text(first), "Launch on Monday?")
 	tb.slack.Delay("conversations.replies", 0)
-	require.Eventually(t, func() bool { return len(backfilled(tb.transcript(t, "CW", root))) == len(texts) }, 15*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return backfilledCount(tb.store, "CW", root) == len(texts) }, 15*time.Second, 10*time.Millisecond)
 }
 
 // TestBackfillUnderSlackLimits: with Slack's limits for non-Marketplace
@@ -211,7 +231,7 @@ func TestBackfillUnderSlackLimits(t *testing.T) {
 	requireInOrder(t, text(first), "*Ada*: Launch on Monday?", "*Bob Babbage*: Release notes", "*Ada*: summarize-thread")
 	require.NotContains(t, text(first), "Tuesday then", "the first page only")
 
-	require.Eventually(t, func() bool { return len(backfilled(tb.transcript(t, "CP", root))) == len(texts) }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return backfilledCount(tb.store, "CP", root) == len(texts) }, 20*time.Second, 10*time.Millisecond)
 	var got []string
 	for _, s := range backfilled(tb.transcript(t, "CP", root)) {
 		got = append(got, s.text)
