@@ -44,6 +44,7 @@ bench:
 FUZZTIME ?= 30s
 fuzz:
 	go test -run='^$$' -fuzz=FuzzCompile -fuzztime=$(FUZZTIME) ./engine/workflow
+	go test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./engine/search
 	go test -run='^$$' -fuzz=FuzzRender -fuzztime=$(FUZZTIME) ./bridge/mrkdwn
 	go test -run='^$$' -fuzz=FuzzSplit -fuzztime=$(FUZZTIME) ./bridge/mrkdwn
 	go test -run='^$$' -fuzz=FuzzParseEvent -fuzztime=$(FUZZTIME) ./bridge

@@ -75,6 +75,14 @@ type Config struct {
 	// messages (default 30 days; hold cards are kept for good).
 	InboxRetention  time.Duration
 	OutboxRetention time.Duration
+	// BackfillWait bounds how long a mention that binds an existing thread
+	// waits for the thread's earlier messages before it is answered
+	// (default 1.5s, so the answer is under way within 2 s); the rest of the
+	// backfill goes on in the background (threads.go).
+	BackfillWait time.Duration
+	// BackfillPageSize is the limit a backfill asks conversations.replies
+	// for (default 200; Slack answers at most 15 to non-Marketplace apps).
+	BackfillPageSize int
 	// Tracer records each delivery's handling and each Slack write as
 	// spans (SPEC §10); nil records nothing.
 	Tracer trace.TracerProvider
@@ -107,6 +115,12 @@ func (c *Config) defaults() {
 	}
 	if c.OutboxRetention <= 0 {
 		c.OutboxRetention = 30 * 24 * time.Hour
+	}
+	if c.BackfillWait <= 0 {
+		c.BackfillWait = 1500 * time.Millisecond
+	}
+	if c.BackfillPageSize <= 0 {
+		c.BackfillPageSize = 200
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 }
@@ -150,7 +164,9 @@ type Bridge struct {
 	committed atomic.Int64
 
 	metrics metrics
-	tracer  trace.Tracer
+
+	backfills backfillState // threads.go
+	tracer    trace.Tracer
 }
 
 type metrics struct {
@@ -171,6 +187,7 @@ func New(cfg Config, st store.Store, api *slack.Client, eng Engine, ses *session
 	}
 	b.inbox.busy, b.inbox.fails = map[string]bool{}, map[int64]inboxFailure{}
 	b.inbox.sem = make(chan struct{}, cfg.InboxWorkers)
+	b.backfills.init()
 	b.botUserID.Store("")
 	b.botID.Store("")
 	counter := func(name, help string) prometheus.Counter {
@@ -264,6 +281,7 @@ func (b *Bridge) Start(ctx context.Context) error {
 	wg.Go(func() { b.loop(ctx, "inbox", b.inboxWake, b.processInbox) })
 	wg.Go(func() { b.loop(ctx, "mirror", b.mirrorWake, b.mirrorOnce) })
 	wg.Go(func() { b.sendLoop(ctx) })
+	wg.Go(func() { b.backfillLoop(ctx) })
 	wg.Go(func() { b.pruneLoop(ctx) })
 	wg.Wait()
 	b.inbox.wg.Wait() // thread workers finish (or abandon) their delivery

@@ -31,13 +31,20 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	ses, err := b.sessions.ResolveTag(ctx, threadTag(m.Channel, root), sessions.CreateParams{
 		Title: firstLine(unescape(text), 80),
 		Context: map[string]any{"platform": "slack", "channel": m.Channel, "threadTs": root, "user": m.User,
-			"channelType": m.ChannelType},
+			"channelType": m.ChannelType, contextMessageTS: m.TS},
 		Source: sessions.Source{Via: sessions.ViaSlack, UserID: actor(m.User)},
 	})
 	if err != nil {
 		return fmt.Errorf("resolve thread session: %w", err)
 	}
 	log = log.With(slog.String("session_id", ses.ID))
+	// Before the mention is recorded or answered: the speaker's name and,
+	// when the mention binds a thread that already had messages, those
+	// messages, waited for at most BackfillWait (threads.go).
+	wctx, cancel := context.WithTimeout(ctx, b.cfg.BackfillWait)
+	speaker := b.userName(wctx, m.User)
+	b.backfillOnMention(wctx, ses, m, log)
+	cancel()
 	say := func(text string) error { return b.reply(ctx, it, "r", m.Channel, root, text) }
 	cmd := ParseCommand(text)
 
@@ -52,7 +59,9 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 		if err != nil {
 			// A chat turn: the sessions runtime records the message itself,
 			// and answers in the background so this worker never waits on a model.
-			_, err = b.sessions.Message(ctx, ses.ID, unescape(text), slackCaller(m.User), true)
+			by := slackCaller(m.User)
+			by.DisplayName = speaker
+			_, err = b.sessions.Message(ctx, ses.ID, unescape(text), by, true)
 			if errors.Is(err, store.ErrConflict) {
 				return say(":hourglass_flowing_sand: I'm still answering the previous message in this thread. Send this again when I'm done, or mention me with `terminate` to stop me.")
 			}
@@ -68,7 +77,7 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	// delivery is marked processed only after those effects, so a replay
 	// after a crash comes back here: the line is keyed by the Slack event.
 	if _, err := b.store.SlackEventAppendOnce(ctx, it.Key, &store.EventAppendParams{SessionID: ses.ID, Type: "user_message", Actor: actor(m.User),
-		Payload: map[string]any{"text": unescape(text), "user": m.User, "channel": m.Channel, "ts": m.TS, "mention": true}}); err != nil {
+		Payload: withSpeaker(map[string]any{"text": unescape(text), "user": m.User, "channel": m.Channel, "ts": m.TS, "mention": true}, speaker)}); err != nil {
 		return fmt.Errorf("record the mention: %w", err)
 	}
 

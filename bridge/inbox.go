@@ -240,7 +240,8 @@ func (b *Bridge) handleMessage(ctx context.Context, it *store.SlackInboxItem, m 
 		}
 		_, err = b.store.SlackInboxAppendEvent(ctx, it.ID, &store.EventAppendParams{
 			SessionID: ses.ID, Type: "user_message", Actor: actor(m.User),
-			Payload: map[string]any{"text": unescape(m.Text), "user": m.User, "channel": m.Channel, "ts": m.TS, "mention": false},
+			Payload: withSpeaker(map[string]any{"text": unescape(m.Text), "user": m.User, "channel": m.Channel, "ts": m.TS, "mention": false},
+				b.userName(ctx, m.User)),
 		})
 		if err != nil {
 			return false, err

@@ -162,6 +162,9 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, ba
 	case "memo_dispatched":
 		return b.memoMessages(ctx, key, channel, thread, p)
 	case "assistant_message":
+		if p["backfilled"] == true {
+			return nil // fetched from the thread: it is there already
+		}
 		return markdownMessages(key, channel, thread, "", str(p, "text"))
 	}
 	return nil

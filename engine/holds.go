@@ -26,6 +26,9 @@ type Decider struct {
 	SlackUserID string
 	KeyID       string
 	Via         string // slack|console|api
+	// DisplayName is how a transcript names the caller (a Slack user's
+	// display name); empty: Username.
+	DisplayName string
 }
 
 // UID names the caller as queue items and transcripts do ("slack:U1",

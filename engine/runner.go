@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/engine/search"
+	"github.com/holdfast-bot/holdfast/engine/thread"
 	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
@@ -57,6 +59,9 @@ const checkpointAfter = 5 * time.Millisecond
 type runState struct {
 	Context []workflow.ContextMemo `json:"context"`
 	Output  string                 `json:"output"`
+	// Thread is the conversation the Thread load read (SPEC §4.1), kept so
+	// a resumed run renders the prompt it would have.
+	Thread []workflow.ThreadMessage `json:"thread,omitempty"`
 	// Edges is the report an Edges load read, so a resumed run's prompt
 	// sees what its first execution saw.
 	Edges *workflow.Edges `json:"edges,omitempty"`
@@ -373,9 +378,12 @@ func (x *exec) doStep(ctx context.Context, rec *store.RunStep, st workflow.Step)
 }
 
 // loadContext loads the Load Contract: Gate and Hook always (a missing one
-// fails the run), Trigger when its payload field is set, Search top 5.
+// fails the run), Trigger when its payload field is set, Search as its
+// query says (the best 5 unless it gives a limit), Thread the session's
+// conversation.
 func (x *exec) loadContext(ctx context.Context) error {
 	var out []workflow.ContextMemo
+	x.state.Thread = nil
 	for _, l := range x.manifest.Loads {
 		switch l.Class {
 		case workflow.LoadGate, workflow.LoadHook:
@@ -395,12 +403,25 @@ func (x *exec) loadContext(ctx context.Context) error {
 			}
 			out = append(out, workflow.ContextMemo{Class: l.Class, Title: m.Title, Body: m.Body})
 		case workflow.LoadSearch:
-			ms, err := x.e.store.MemoSearch(ctx, &store.MemoSearchParams{Query: l.Value, Limit: 5})
+			q, err := search.Parse(l.Value)
+			if err != nil { // the compiler refuses it; a manifest stored before may still hold one
+				return failf(KindLoad, "search %q (line %d): %s", l.Value, l.Line, store.ReasonOf(err))
+			}
+			ms, err := x.e.store.MemoSearch(ctx, q.Params(x.e.cfg.Now(), search.DefaultLimit))
 			if err != nil {
 				return failf(KindLoad, "search %q: %v", l.Value, err)
 			}
 			for _, m := range ms {
 				out = append(out, workflow.ContextMemo{Class: l.Class, Title: m.Title, Body: m.Body})
+			}
+		case workflow.LoadThread:
+			msgs, err := thread.Load(context.WithoutCancel(ctx), x.e.store, x.run.SessionID)
+			if err != nil {
+				return failf(KindLoad, "thread of session %s: %v", x.run.SessionID, err)
+			}
+			x.state.Thread = msgs
+			if len(msgs) > 0 {
+				out = append(out, workflow.ContextMemo{Class: l.Class, Title: "Thread", Body: thread.Lines(msgs)})
 			}
 		case workflow.LoadEdges:
 			rep, err := x.e.edgesReport(ctx, l.Value)
@@ -442,8 +463,11 @@ func payloadPath(payload map[string]any, path string) any {
 }
 
 func (x *exec) promptData(ctx context.Context) workflow.PromptData {
-	d := workflow.PromptData{Payload: x.run.Payload, Context: x.state.Context, Workflow: x.manifest, Session: map[string]any{},
-		Edges: x.state.Edges}
+	d := workflow.PromptData{Payload: x.run.Payload, Context: x.state.Context, Thread: x.state.Thread, Workflow: x.manifest,
+		Session: map[string]any{}, Edges: x.state.Edges}
+	if d.Thread == nil {
+		d.Thread = []workflow.ThreadMessage{}
+	}
 	if s, err := x.getSession(ctx, 0); err == nil && s != nil {
 		d.Session = map[string]any{"id": s.ID, "title": s.Title, "tags": s.Tags, "context": s.Context,
 			"policy": s.Policy, "origin": s.Origin, "platform": s.Platform}

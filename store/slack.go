@@ -71,6 +71,83 @@ type SlackStore interface {
 	// transaction, so a crash neither loses nor repeats a mirrored message.
 	// The cursor only moves forward. Answers how many messages were new.
 	SlackMirrorAdvance(ctx context.Context, eventID int64, msgs []*SlackOutboxAddParams) (int, error)
+
+	// SlackUserGet reads the cached name of a Slack user (ErrNotFound when
+	// none is cached); SlackUserPut caches one, replacing what was there.
+	// The bridge fills the cache from users.info, so transcripts and the
+	// Thread load class name speakers without asking Slack each time.
+	SlackUserGet(ctx context.Context, id string) (*SlackUser, error)
+	SlackUserPut(ctx context.Context, u *SlackUser) error
+
+	// SlackBackfill* keep the thread backfills of SPEC §5 (see
+	// SlackBackfill): durable, so a fetch cut short by a rate limit, a
+	// crash or a restart goes on from where it stopped, once.
+	SlackBackfillAdd(ctx context.Context, p *SlackBackfillAddParams) (*SlackBackfill, error)
+	SlackBackfillGet(ctx context.Context, sessionID string) (*SlackBackfill, error)
+	// SlackBackfillDue lists pending backfills due at now, soonest first.
+	SlackBackfillDue(ctx context.Context, now time.Time, limit int) ([]*SlackBackfill, error)
+	// SlackBackfillNextDue answers when the soonest pending backfill is due
+	// (ErrNotFound when none is pending).
+	SlackBackfillNextDue(ctx context.Context) (time.Time, error)
+	// SlackBackfillPage records one fetched page: its events are appended
+	// to the session and the backfill moves to the page's next cursor (or
+	// is done) in one transaction, a compare-and-set on the cursor the page
+	// was fetched from, so a page is recorded once however many processes
+	// fetch it (ErrConflict when the backfill moved meanwhile).
+	SlackBackfillPage(ctx context.Context, p *SlackBackfillPageParams) (*SlackBackfill, error)
+	// SlackBackfillRetry records a failed fetch and when to try again.
+	SlackBackfillRetry(ctx context.Context, sessionID string, next time.Time, errMsg string) error
+}
+
+// SlackUser is a Slack user's name as cached.
+type SlackUser struct {
+	ID string
+	// Name is the display name (else the real name, else the handle).
+	Name      string
+	FetchedAt time.Time
+}
+
+// SlackBackfill is the backfill of one thread session (SPEC §5): the
+// thread's messages before Before are fetched with conversations.replies,
+// a page at a time from Cursor, and recorded as backfilled transcript
+// events.
+type SlackBackfill struct {
+	SessionID string
+	Channel   string
+	ThreadTS  string
+	// Before is the ts of the mention that bound the thread: the messages
+	// before it are the backfill's, the ones after reach the bot as events.
+	Before string
+	// Cursor is the conversations.replies cursor of the next page ("" for
+	// the first).
+	Cursor string
+	Done   bool
+	// Fetched counts the messages recorded so far.
+	Fetched   int
+	Attempts  int
+	NextAt    time.Time
+	LastError string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// SlackBackfillAddParams starts a backfill; a session that has one keeps
+// it (the call answers it unchanged).
+type SlackBackfillAddParams struct {
+	SessionID, Channel, ThreadTS, Before string
+}
+
+// SlackBackfillPageParams is one fetched page of a backfill.
+type SlackBackfillPageParams struct {
+	SessionID string
+	// Cursor is the cursor the page was fetched from; the write applies
+	// only while the backfill is still there.
+	Cursor string
+	// Next is the cursor of the following page; Done ends the backfill.
+	Next string
+	Done bool
+	// Events are appended in order (their SessionID is set).
+	Events []*EventAppendParams
 }
 
 // Inbox delivery kinds.

@@ -133,9 +133,16 @@ type MemoUpdateParams struct {
 
 // MemoSearchParams lists memos. A non-empty Query is a full-text match over
 // title and body ranked by relevance; otherwise newest updates come first.
+// The filters are structured (engine/search parses the query grammar into
+// them): MemoType keeps one type ("" every type), Tags keeps memos carrying
+// every one of them (compared as titles are, ignoring the case of ASCII
+// letters), UpdatedSince keeps memos updated at or after it (zero: any).
+// Filters are served by indexes, with or without a Query.
 type MemoSearchParams struct {
 	Query           string
 	MemoType        string
+	Tags            []string
+	UpdatedSince    time.Time
 	IncludeUnlisted bool
 	Limit           int
 	// Offset skips that many results (a later page of the same search).

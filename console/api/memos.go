@@ -2,13 +2,13 @@ package api
 
 import (
 	"net/http"
-	"slices"
-	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/holdfast-bot/holdfast/console/auth"
 	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/search"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -39,14 +39,23 @@ func (a *API) memoCreate(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusCreated, m)
 }
 
-// memoList searches the library. Any search text is valid (the store makes
-// it safe and bounds its cost); memoType must be a known type; unlisted memos
+// memoListSize is how many memos a search lists when its query gives no
+// limit:<n>.
+const memoListSize = 50
+
+// memoList searches the library with the query grammar of SPEC §4.1
+// (engine/search): a filter with a bad value is 400 naming it, any other
+// text is valid (the store makes it safe and bounds its cost); memoType,
+// when given, is the query's type: (note, workflow or any); unlisted memos
 // are listed for stewards and admins only (SPEC §7), when they ask.
 func (a *API) memoList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	memoType := q.Get("memoType")
-	if memoType != "" && !slices.Contains(library.MemoTypes, memoType) {
-		WriteError(w, http.StatusBadRequest, "memoType must be one of "+strings.Join(library.MemoTypes, ", "))
+	sq, err := search.Parse(q.Get("q"))
+	if err == nil {
+		err = sq.SetType(q.Get("memoType"))
+	}
+	if err != nil {
+		Fail(w, r, a.Log, err)
 		return
 	}
 	unlisted, err := boolParam(q.Get("includeUnlisted"))
@@ -58,8 +67,9 @@ func (a *API) memoList(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusForbidden, "unlisted memos are listed for stewards and admins only")
 		return
 	}
-	memos, err := a.Store.MemoSearch(r.Context(), &store.MemoSearchParams{Query: q.Get("q"), MemoType: memoType,
-		IncludeUnlisted: unlisted})
+	p := sq.Params(time.Now(), memoListSize)
+	p.IncludeUnlisted = unlisted
+	memos, err := a.Store.MemoSearch(r.Context(), p)
 	if err != nil {
 		Fail(w, r, a.Log, err)
 		return

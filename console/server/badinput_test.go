@@ -186,6 +186,25 @@ func TestBadInput(t *testing.T) {
 		{name: "SessionFilterNUL", r: request{method: "GET", path: "/api/sessions?q=%00", as: "viewer"}, want: 200},
 		{name: "SessionFilterQuote", r: request{method: "GET", path: "/api/sessions?q=%22%22%22", as: "viewer"}, want: 200},
 		{name: "ConsoleMemoSearchNUL", r: request{method: "GET", path: "/memos?q=%00", as: "cookie"}, want: 200},
+
+		// The search grammar: filters with good values are searched, a bad
+		// one is a 400 naming it (SPEC §4.1), never a 500.
+		{name: "MemoSearchFiltersOnly", r: request{method: "GET", path: "/api/memos?q=" + url.QueryEscape("tag:brief since:7d"), as: "viewer"}, want: 200},
+		{name: "MemoSearchAllFilters", r: request{method: "GET", path: "/api/memos?q=" + url.QueryEscape(`otters "sandy banks" tag:"needs review" type:any since:2w limit:50`), as: "viewer"}, want: 200},
+		{name: "MemoSearchUnknownKeyIsText", r: request{method: "GET", path: "/api/memos?q=" + url.QueryEscape("title:otters 12:30"), as: "viewer"}, want: 200},
+		{name: "MemoSearchEmptyTag", r: request{method: "GET", path: "/api/memos?q=tag:", as: "viewer"}, want: 400},
+		{name: "MemoSearchBadSince", r: request{method: "GET", path: "/api/memos?q=since:lately", as: "viewer"}, want: 400},
+		{name: "MemoSearchHugeSince", r: request{method: "GET", path: "/api/memos?q=since:99999999999999999999d", as: "viewer"}, want: 400},
+		{name: "MemoSearchLimitTooBig", r: request{method: "GET", path: "/api/memos?q=limit:51", as: "viewer"}, want: 400},
+		{name: "MemoSearchLimitZero", r: request{method: "GET", path: "/api/memos?q=limit:0", as: "viewer"}, want: 400},
+		{name: "MemoSearchUnknownType", r: request{method: "GET", path: "/api/memos?q=type:recipe", as: "viewer"}, want: 400},
+		{name: "MemoSearchTwoTypes", r: request{method: "GET", path: "/api/memos?q=" + url.QueryEscape("type:note type:workflow"), as: "viewer"}, want: 400},
+		{name: "MemoSearchTypeAgainstMemoType", r: request{method: "GET", path: "/api/memos?q=type:note&memoType=workflow", as: "viewer"}, want: 400},
+		{name: "MemoSearchUnknownMemoType", r: request{method: "GET", path: "/api/memos?memoType=recipe", as: "viewer"}, want: 400},
+		{name: "MemoSearchTooManyTags", r: request{method: "GET", path: "/api/memos?q=" + url.QueryEscape(manyTagFilters(store.MaxTags+1)), as: "viewer"}, want: 400},
+		{name: "ConsoleMemoSearchFilters", r: request{method: "GET", path: "/memos?type=any&q=" + url.QueryEscape("tag:brief since:7d"), as: "cookie"}, want: 200},
+		{name: "ConsoleMemoSearchBadFilter", r: request{method: "GET", path: "/memos?q=since:lately", as: "cookie"}, want: 400},
+		{name: "ConsoleMemoSearchBadType", r: request{method: "GET", path: "/memos?type=recipe", as: "cookie"}, want: 400},
 		{name: "ConsoleSessionFilterNUL", r: request{method: "GET", path: "/sessions?q=%00", as: "cookie"}, want: 200},
 
 		// Malformed query strings and cursors: 400, never a silent first page.
@@ -476,6 +495,15 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyTagFilters is n distinct tag: filters.
+func manyTagFilters(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "tag:t%d ", i)
+	}
+	return b.String()
 }
 
 func truncate(b []byte) string {

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/a-h/templ"
@@ -17,6 +17,7 @@ import (
 	"github.com/holdfast-bot/holdfast/console/auth"
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/search"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/templates"
 )
@@ -50,22 +51,32 @@ func snippet(body string, n int) string {
 	return s
 }
 
-// memoPage is the library's page size.
+// memoPage is the library's page size when the query gives no limit:<n>.
 const memoPage = 50
 
 func (c *Console) memoList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	v := templates.MemosView{Query: strings.TrimSpace(q.Get("q")), MemoType: q.Get("type"), PageNo: 1}
-	if v.MemoType != "" && !slices.Contains(library.MemoTypes, v.MemoType) {
-		c.errorPage(w, r, http.StatusBadRequest, "Bad request", "type must be one of "+strings.Join(library.MemoTypes, ", ")+".")
+	// The search box takes the query grammar of SPEC §4.1; the type select,
+	// when set, is the query's type: (a bad filter is a 400 naming it), and
+	// a limit:<n> is the page size.
+	sq, err := search.Parse(v.Query)
+	if err == nil {
+		err = sq.SetType(v.MemoType)
+	}
+	if err != nil {
+		c.fail(w, r, err)
 		return
 	}
 	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 1 && n <= 1000 {
 		v.PageNo = n
 	}
+	p := sq.Params(time.Now(), memoPage)
+	size := p.Limit
+	p.Limit, p.Offset = size+1, (v.PageNo-1)*size
 	// Unlisted memos are listed for stewards and admins only (SPEC §7).
-	memos, err := c.Store.MemoSearch(r.Context(), &store.MemoSearchParams{Query: v.Query, MemoType: v.MemoType,
-		IncludeUnlisted: identity(r).AtLeast(store.RoleSteward), Limit: memoPage + 1, Offset: (v.PageNo - 1) * memoPage})
+	p.IncludeUnlisted = identity(r).AtLeast(store.RoleSteward)
+	memos, err := c.Store.MemoSearch(r.Context(), p)
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -86,8 +97,8 @@ func (c *Console) memoList(w http.ResponseWriter, r *http.Request) {
 		}
 		return templ.SafeURL("/memos?" + u.Encode())
 	}
-	if len(memos) > memoPage {
-		memos = memos[:memoPage]
+	if len(memos) > size {
+		memos = memos[:size]
 		v.NextURL = pageURL(v.PageNo + 1)
 	}
 	if v.PageNo > 1 {

@@ -387,6 +387,9 @@ func (c *Console) eventView(ctx context.Context, e *store.Event, names map[strin
 	if n, ok := names[actor]; ok {
 		actor = n
 	}
+	if sp := str(e.Payload, "speaker"); sp != "" {
+		actor = sp // the display name recorded with the message (SPEC §3)
+	}
 	v := templates.EventView{ID: e.ID, Type: e.Type, Kind: "system", Actor: actor, When: c.ago(e.TS),
 		TS: e.TS.UTC().Format(time.RFC3339Nano), CanFork: canFork, ForkURL: "/sessions/" + e.SessionID + "/fork", CSRF: csrf}
 	p := e.Payload
@@ -417,6 +420,13 @@ func (c *Console) eventView(ctx context.Context, e *store.Event, names map[strin
 			}
 		}
 		v.Text, v.HTML = "Plan", renderMarkdown(b.String())
+	case store.EventToolResult:
+		// A chat turn's tool call and its result (SPEC §3).
+		v.Text = "Tool " + str(p, "tool_id")
+		for _, k := range []string{"tool_input", "result"} {
+			b, _ := json.Marshal(p[k])
+			v.Fields = append(v.Fields, [2]string{k, string(b)})
+		}
 	case "run_started":
 		v.Text = "Run started: " + str(p, "command")
 		runLink()

@@ -248,3 +248,25 @@ func TestCommandsTypedInTheMessageBox(t *testing.T) {
 		})
 	}
 }
+
+// TestTranscriptShowsSpeakersAndToolCalls: a message shows the speaker
+// recorded with it (a Slack display name), and a chat turn's tool call
+// shows the tool, its input and its result.
+func TestTranscriptShowsSpeakersAndToolCalls(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	s := b.session(t, "Library questions", "", sessions.ViaConsole)
+	_, err := b.sess.AppendEvent(ctx, s.ID, store.EventUserMessage, "slack:U1", map[string]any{"text": "what do the briefs say?", "speaker": "Ada Lovelace"})
+	require.NoError(t, err)
+	_, err = b.sess.AppendEvent(ctx, s.ID, store.EventToolResult, "holdfast", map[string]any{"tool_id": "search_memos", "operation": "call",
+		"call_id": "call_1", "tool_input": map[string]any{"query": "tag:brief since:7d"},
+		"result": map[string]any{"memos": []any{map[string]any{"id": "mem_1", "title": "Otter census brief"}}}})
+	require.NoError(t, err)
+	c := b.signedIn(t, "viewer")
+	_, page := c.get("/sessions/" + s.ID)
+	require.Contains(t, page, "Ada Lovelace")
+	require.Contains(t, page, "Tool search_memos")
+	require.Contains(t, page, "tag:brief since:7d")
+	require.Contains(t, page, "Otter census brief")
+}

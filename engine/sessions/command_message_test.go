@@ -103,5 +103,5 @@ func TestCommandAnswersAreNotTheModelsWords(t *testing.T) {
 		sent = append(sent, mm["role"].(string)+": "+mm["content"].(string))
 	}
 	require.Contains(t, sent, "system: /status: **Status** `idle` · posture `auto` · 0 events")
-	require.Equal(t, "user: hi", sent[len(sent)-1])
+	require.Equal(t, "user: user:u: hi", sent[len(sent)-1], "a user message names its speaker (an unknown user by its id)")
 }

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/engine/search"
+	"github.com/holdfast-bot/holdfast/engine/thread"
 	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
@@ -194,9 +196,13 @@ func (s *Service) Message(ctx context.Context, id, text string, by engine.Decide
 		name := firstLine(text, 80)
 		title = &name
 	}
+	said := map[string]any{"text": text}
+	if sp := speakerOf(by); sp != "" {
+		said[thread.KeySpeaker] = sp
+	}
 	ses, evs, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id, ExpectActiveRunID: &stale,
 		ActiveRunID: &t.id, Status: &running, DoneReason: &empty, Title: title,
-		Events: []*store.EventAppendParams{{Type: store.EventUserMessage, Actor: actor, Payload: map[string]any{"text": text}}}})
+		Events: []*store.EventAppendParams{{Type: store.EventUserMessage, Actor: actor, Payload: said}}})
 	if err != nil {
 		s.release(id, t)
 		cancel(nil)
@@ -226,6 +232,21 @@ func (s *Service) Message(ctx context.Context, id, text string, by engine.Decide
 	}
 	res.Reply = run()
 	return res, nil
+}
+
+// speakerOf is the name a user message records for its speaker (SPEC §3:
+// a Slack display name or a console username); "" when the caller has
+// none, which readers resolve from the actor (thread.Names).
+func speakerOf(by engine.Decider) string {
+	switch {
+	case by.DisplayName != "":
+		return by.DisplayName
+	case by.Username != "":
+		return by.Username
+	case by.KeyID != "":
+		return "key:" + by.KeyID
+	}
+	return ""
 }
 
 // commandMessage runs a core command typed as a message and answers it in
@@ -470,10 +491,14 @@ func (s *Service) liveWorkflows(ctx context.Context) ([]map[string]string, error
 	return out, nil
 }
 
-// Tools offered to OpenAI-compatible models (the seed's /loop picker).
+// Tools offered to OpenAI-compatible models: the seed's /loop picker
+// (list_workflows, enqueue_workflow) and the library (search_memos with the
+// query grammar of SPEC §4.1, read_memo).
 const (
 	toolList    = "list_workflows"
 	toolEnqueue = "enqueue_workflow"
+	toolSearch  = "search_memos"
+	toolRead    = "read_memo"
 )
 
 var chatTools = []model.Tool{
@@ -484,12 +509,34 @@ var chatTools = []model.Tool{
 			"command": map[string]any{"type": "string", "description": "the workflow's command, e.g. /draft-memo"},
 			"brief":   map[string]any{"type": "string", "description": "what the run should do, in the user's words"},
 		}, "required": []string{"command", "brief"}}},
+	{Name: toolSearch, Description: "Search the memo library. Plain words match titles and text (a phrase in double quotes); " +
+		"filters: tag:<tag>, type:note (default) or type:workflow, since:<duration> such as since:7d, limit:<n> (default 5, at most 50). " +
+		"Answers each memo's id, title, tags, update time and the start of its text.",
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{
+			"query": map[string]any{"type": "string", "description": `e.g. otters "sandy banks" tag:brief since:7d`},
+		}, "required": []string{"query"}}},
+	{Name: toolRead, Description: "Read one memo by its id (as search_memos answers it): its title, tags and text.",
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{
+			"id": map[string]any{"type": "string", "description": "the memo's id, e.g. mem_…"},
+		}, "required": []string{"id"}}},
 }
 
+// Bounds of what a tool answers, so a result cannot crowd the
+// conversation out of the model's window.
+const (
+	toolSnippetChars  = 240
+	toolMemoChars     = 8_000
+	toolMaxWorkflows  = 50
+	toolSummaryChars  = 200
+	toolMaxTitleChars = 200
+)
+
 const systemPrompt = `You are Holdfast, an assistant that runs workflows (drafting memos, summaries, digests) for a team.
-Answer briefly and plainly. When the user wants work a workflow does, call list_workflows to find it and
-enqueue_workflow with its command and a brief; say what you queued. Workflow outputs may wait for a steward's
-approval. Session commands the user can send: /status, /terminate, /compact.`
+Answer briefly and plainly. Each user message starts with the name of the person who wrote it ("Ada: ...");
+several people may share a conversation. When the user wants work a workflow does, call list_workflows to
+find it and enqueue_workflow with its command and a brief; say what you queued. To answer from the team's
+memo library, call search_memos and then read_memo on what it finds. Workflow outputs may wait for a
+steward's approval. Session commands the user can send: /status, /terminate, /compact.`
 
 // modelTurn runs the bounded model↔tool loop: up to MaxToolRounds rounds may
 // call tools, then one last call without tools must answer.
@@ -536,9 +583,19 @@ func (s *Service) callTool(ctx context.Context, sessionID, actor string, tc mode
 			if err != nil {
 				return "", err
 			}
-			out = map[string]any{"workflows": live}
+			out = map[string]any{"workflows": boundWorkflows(live)}
 		case toolEnqueue:
 			out = s.enqueue(ctx, sessionID, actor, input, dedupe)
+		case toolSearch:
+			var err error
+			if out, err = s.searchMemos(ctx, input); err != nil {
+				return "", err
+			}
+		case toolRead:
+			var err error
+			if out, err = s.readMemo(ctx, input); err != nil {
+				return "", err
+			}
 		default:
 			out = map[string]any{"error": fmt.Sprintf("unknown tool %q", tc.Name)}
 		}
@@ -549,6 +606,65 @@ func (s *Service) callTool(ctx context.Context, sessionID, actor string, tc mode
 	b, _ := json.Marshal(out)
 	return string(b), nil
 }
+
+// searchMemos is the search_memos tool: the query grammar, listed memos
+// only, the best 5 unless the query gives a limit. A query that does not
+// parse is the model's to fix: its refusal is the result.
+func (s *Service) searchMemos(ctx context.Context, input map[string]any) (map[string]any, error) {
+	text, _ := input["query"].(string)
+	q, err := search.Parse(text)
+	if err != nil {
+		return map[string]any{"error": store.ReasonOf(err)}, nil
+	}
+	ms, err := s.st.MemoSearch(ctx, q.Params(time.Now(), search.DefaultLimit))
+	if err != nil {
+		return nil, err
+	}
+	found := make([]map[string]any, 0, len(ms))
+	for _, m := range ms {
+		found = append(found, map[string]any{"id": m.ID, "title": truncate(m.Title, toolMaxTitleChars), "tags": m.Tags,
+			"memoType": m.MemoType, "updatedAt": m.UpdatedAt.UTC().Format(time.RFC3339), "snippet": truncate(oneLine(m.Body), toolSnippetChars)})
+	}
+	return map[string]any{"query": q.String(), "memos": found}, nil
+}
+
+// readMemo is the read_memo tool: one memo by id, its text cut at
+// toolMemoChars.
+func (s *Service) readMemo(ctx context.Context, input map[string]any) (map[string]any, error) {
+	id, _ := input["id"].(string)
+	id = strings.TrimSpace(id)
+	if id == "" {
+		return map[string]any{"error": "id is required"}, nil
+	}
+	m, err := s.st.MemoGetByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return map[string]any{"error": fmt.Sprintf("no memo has id %q; search_memos answers ids", truncate(id, 80))}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{"id": m.ID, "title": truncate(m.Title, toolMaxTitleChars), "tags": m.Tags, "memoType": m.MemoType,
+		"updatedAt": m.UpdatedAt.UTC().Format(time.RFC3339), "body": m.Body}
+	if r := []rune(m.Body); len(r) > toolMemoChars {
+		out["body"], out["truncated"] = string(r[:toolMemoChars]), true
+	}
+	return out, nil
+}
+
+// boundWorkflows keeps a list_workflows result within bounds.
+func boundWorkflows(live []map[string]string) []map[string]string {
+	if len(live) > toolMaxWorkflows {
+		live = live[:toolMaxWorkflows]
+	}
+	for _, w := range live {
+		w["summary"] = truncate(w["summary"], toolSummaryChars)
+		w["title"] = truncate(w["title"], toolMaxTitleChars)
+	}
+	return live
+}
+
+// oneLine folds whitespace runs into single spaces.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func orEmpty(args string) string {
 	if strings.TrimSpace(args) == "" {
@@ -615,11 +731,14 @@ func (s *Service) history(ctx context.Context, id string) ([]model.Message, erro
 	if summary != "" {
 		msgs = append(msgs, model.Message{Role: model.RoleSystem, Content: "Summary of the conversation so far: " + summary})
 	}
-	for _, e := range evs {
+	names := thread.NewNames(s.st)
+	// A thread's backfilled messages come first, as they were said.
+	for _, e := range thread.Order(evs) {
 		text, _ := e.Payload["text"].(string)
 		switch e.Type {
 		case store.EventUserMessage:
-			msgs = append(msgs, model.Message{Role: model.RoleUser, Content: text})
+			// The model sees who said what (SPEC §3).
+			msgs = append(msgs, model.Message{Role: model.RoleUser, Content: names.Speaker(ctx, e) + ": " + text})
 		case store.EventAssistantMessage:
 			if cmd, _ := e.Payload["command"].(string); cmd != "" {
 				// A core command's answer: the model did not say it.

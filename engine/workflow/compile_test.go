@@ -231,6 +231,8 @@ func TestLoadClasses(t *testing.T) {
 		{name: "trigger nested", loads: "- **Trigger** `payload.source.memoId`\n", want: []Load{{LoadTrigger, "payload.source.memoId", 0}}},
 		{name: "search", loads: "- **Search** tag:brief\n", want: []Load{{LoadSearch, "tag:brief", 0}}},
 		{name: "search repeatable, order kept", loads: "- **Search** alpha\n- **search** beta\n- **Gate** gee\n", want: []Load{{LoadSearch, "alpha", 0}, {LoadSearch, "beta", 0}, {LoadGate, "gee", 0}}},
+		{name: "search filters", loads: "- **Search** tag:brief since:7d\n", want: []Load{{LoadSearch, "tag:brief since:7d", 0}}},
+		{name: "thread", loads: "- **Thread** the conversation so far\n- **Hook** gee\n", want: []Load{{LoadThread, "the conversation so far", 0}, {LoadHook, "gee", 0}}},
 		{name: "none", loads: "Nothing to load.\n", want: []Load{}},
 		{name: "gate exists", loads: "- **Gate** Style guide\n- **Hook** House rules\n", opts: Options{MemoExists: exists}, want: []Load{{LoadGate, "Style guide", 0}, {LoadHook, "House rules", 0}}},
 
@@ -239,7 +241,10 @@ func TestLoadClasses(t *testing.T) {
 		{name: "trigger not payload", loads: "- **Trigger** targetMemoId\n", at: "- **Trigger**", err: "must name a payload field"},
 		{name: "trigger bare payload", loads: "- **Trigger** payload\n", at: "- **Trigger**", err: "must name a payload field"},
 		{name: "empty", loads: "- **Search**\n", at: "- **Search**", err: "Search load is empty"},
-		{name: "unknown class", loads: "- **Fetch** x\n", at: "- **Fetch**", err: `unknown field "Fetch" in ## Load Contract; allowed fields are Gate, Hook, Trigger, Search, Edges`},
+		{name: "unknown class", loads: "- **Fetch** x\n", at: "- **Fetch**", err: `unknown field "Fetch" in ## Load Contract; allowed fields are Gate, Hook, Trigger, Search, Thread, Edges`},
+		{name: "search bad filter", loads: "- **Search** tag:brief since:lately\n", at: "- **Search**", err: `Search "tag:brief since:lately" does not parse: since:lately is not a window`},
+		{name: "search bad limit", loads: "- **Search** limit:500\n", at: "- **Search**", err: "limit:500 is not a whole number from 1 to 50"},
+		{name: "thread twice", loads: "- **Thread** the conversation\n- **Thread** again\n", at: "- **Thread** again", err: "Thread is loaded once"},
 		{name: "edges", loads: "- **Edges** `7d`\n", want: []Load{{LoadEdges, "7d", 0}}},
 		{name: "edges hours", loads: "- **edges** 36h\n", want: []Load{{LoadEdges, "36h", 0}}},
 		{name: "edges not a window", loads: "- **Edges** last week\n", at: "- **Edges**", err: `bad Edges window "last week": not a duration`},
@@ -269,6 +274,20 @@ func TestLoadClasses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestThreadLoad: a Thread line's value only describes it, so it may be
+// empty; a prompt reads the conversation as .Thread.
+func TestThreadLoad(t *testing.T) {
+	t.Parallel()
+	m := base()
+	m.loads = "- **Thread**\n"
+	m.steps = "1. **Context** Load.\n2. **Process** Summarise.\n   ```prompt\n   {{range .Thread}}{{.Speaker}}: {{.Text}} {{.TS}}\n   {{end}}{{len $.Thread}}\n   ```\n3. **Output** Reply.\n"
+	man := expectOK(t, m.String(), Options{})
+	require.Equal(t, []Load{{Class: LoadThread, Value: "", Line: lineOf(t, m.String(), "- **Thread**")}}, man.Loads)
+	out, err := man.Steps[1].Render(PromptData{Thread: []ThreadMessage{{Speaker: "Ada", Text: "hello"}}})
+	require.NoError(t, err)
+	require.Contains(t, out, "Ada: hello")
 }
 
 func TestStepKinds(t *testing.T) {
@@ -557,20 +576,33 @@ func TestExamplesCompile(t *testing.T) {
 	s := byCmd["/summarize-thread"]
 	require.Equal(t, "reply", s.Policy.Destination)
 	require.Equal(t, "auto", s.Policy.Approval)
-	require.Equal(t, "template", s.Policy.Model)
+	require.Empty(t, s.Policy.Model, "the service's model: a real one is asked for a summary")
+	require.Contains(t, kindsOfLoads(s.Loads), LoadThread)
 	out, err := s.Steps[1].Render(PromptData{
-		Payload: map[string]any{"brief": "Ship it"},
-		Context: []ContextMemo{{Class: "hook", Title: "House rules"}},
+		Payload: map[string]any{"brief": "the launch date"},
+		Thread:  []ThreadMessage{{Speaker: "Ada", Text: "Launch on Monday?"}, {Speaker: "Bob", Text: "Tuesday is safer."}},
 	})
 	require.NoError(t, err)
-	require.Contains(t, out, "Ship it")
-	require.Contains(t, out, "- House rules")
+	require.True(t, strings.HasPrefix(out, "# Summary of this thread\n"), out)
+	require.Contains(t, out, "Summarise this conversation", "the prompt asks a real model for a summary")
+	require.Contains(t, out, "Focus on: the launch date")
+	require.Contains(t, out, "- **Ada**: Launch on Monday?\n- **Bob**: Tuesday is safer.\n", "speaker by speaker, in order")
+	empty, err := s.Steps[1].Render(PromptData{Thread: []ThreadMessage{}})
+	require.NoError(t, err)
+	require.Contains(t, empty, "No messages to summarise yet")
+	require.NotContains(t, empty, "Focus on")
 
 	w := byCmd["/weekly-digest"]
 	require.Equal(t, "live", w.Status)
 	require.NotNil(t, w.Schedule)
 	require.Equal(t, "memo", w.Policy.Destination)
-	require.Contains(t, kindsOfLoads(w.Loads), LoadSearch)
+	var searches []string
+	for _, l := range w.Loads {
+		if l.Class == LoadSearch {
+			searches = append(searches, l.Value)
+		}
+	}
+	require.Equal(t, []string{"tag:brief since:7d"}, searches, "the week's briefs: a tag filter, not the words tag and brief")
 
 	// The draft-memo example is the one in SPEC §4.1, verbatim.
 	b, err := fs.ReadFile(Examples, path.Join("examples", "draft-memo.md"))

@@ -6,11 +6,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/holdfast-bot/holdfast/engine/search"
+	"github.com/holdfast-bot/holdfast/store"
 )
 
 const (
 	triggerFields = "Command, Invoke, Status, Summary"
-	loadFields    = "Gate, Hook, Trigger, Search, Edges"
+	loadFields    = "Gate, Hook, Trigger, Search, Thread, Edges"
 	policyFields  = "Approval, Destination, Model, Gate label, Timeout, Retries, Self approval, Approvals, Hold timeout, On timeout, Token budget"
 
 	// Slack caps slash commands at 32 characters including the slash; a
@@ -93,7 +96,7 @@ func (c *compiler) command(f field) {
 }
 
 func (c *compiler) loads(s *section) {
-	edgesAt := 0
+	threadLine, edgesAt := 0, 0
 	for _, f := range c.fields(s, loadFields) {
 		var class string
 		switch f.name {
@@ -105,17 +108,30 @@ func (c *compiler) loads(s *section) {
 			class = LoadTrigger
 		case "search":
 			class = LoadSearch
+		case "thread":
+			class = LoadThread
 		case "edges":
 			class = LoadEdges
 		default:
 			c.unknownField(f, "Load Contract", loadFields)
 			continue
 		}
-		if f.value == "" {
+		if f.value == "" && class != LoadThread { // a Thread's value only describes it
 			c.errorf(f.line, "%s load is empty; name what to load", f.raw)
 			continue
 		}
 		switch class {
+		case LoadThread:
+			if threadLine != 0 {
+				c.errorf(f.line, "Thread is loaded once; remove this line (the first is at line %d)", threadLine)
+				continue
+			}
+			threadLine = f.line
+		case LoadSearch:
+			if _, err := search.Parse(f.value); err != nil {
+				c.errorf(f.line, "Search %q does not parse: %s", f.value, store.ReasonOf(err))
+				continue
+			}
 		case LoadGate, LoadHook:
 			if c.opts.MemoExists != nil && !c.opts.MemoExists(f.value) {
 				c.errorf(f.line, "%s memo %q does not exist; %s memos always load, so create a memo with that title or fix the name", f.raw, f.value, f.raw)

@@ -32,6 +32,7 @@ const (
 	LoadHook    = "hook"
 	LoadTrigger = "trigger"
 	LoadSearch  = "search"
+	LoadThread  = "thread"
 	LoadEdges   = "edges"
 )
 
@@ -164,12 +165,21 @@ type ContextMemo struct {
 	Body  string
 }
 
+// ThreadMessage is one message of the originating session's conversation
+// (the Thread load class): who said it, what, and when.
+type ThreadMessage struct {
+	Speaker string    `json:"speaker"`
+	Text    string    `json:"text"`
+	TS      time.Time `json:"ts"`
+}
+
 // PromptData is the dot of every prompt template. The compiler checks that
 // prompts only name these fields, so renaming one is a breaking change for
 // every workflow memo in every library.
 type PromptData struct {
 	Payload  map[string]any
 	Context  []ContextMemo
+	Thread   []ThreadMessage
 	Session  map[string]any
 	Workflow *Manifest
 	// Edges is the edges-of-understanding report an Edges load asked for

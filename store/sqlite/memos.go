@@ -192,37 +192,8 @@ func memoUpdateTx(ctx context.Context, tx *sql.Tx, p *store.MemoUpdateParams) (*
 
 // MemoSearch lists or full-text searches memos.
 func (db *DB) MemoSearch(ctx context.Context, p *store.MemoSearchParams) ([]*store.Memo, error) {
-	limit := p.Limit
-	if limit <= 0 || limit > 500 {
-		limit = 50
-	}
-	var (
-		where []string
-		args  []any
-		q     string
-	)
-	if p.MemoType != "" {
-		where = append(where, "m.memo_type = ?")
-		args = append(args, p.MemoType)
-	}
-	if !p.IncludeUnlisted {
-		where = append(where, "m.unlisted = 0")
-	}
-	fts := ftsQuery(p.Query)
-	if fts != "" {
-		where = append([]string{"memos_fts MATCH ?"}, where...)
-		args = append([]any{fts}, args...)
-		q = `SELECT ` + prefixed("m.", memoColumns) + ` FROM memos_fts JOIN memos m ON m.rowid = memos_fts.rowid
-			WHERE ` + strings.Join(where, " AND ") + ` ORDER BY bm25(memos_fts, 5.0, 1.0) LIMIT ? OFFSET ?`
-	} else {
-		q = `SELECT ` + prefixed("m.", memoColumns) + ` FROM memos m`
-		if len(where) > 0 {
-			q += ` WHERE ` + strings.Join(where, " AND ")
-		}
-		q += ` ORDER BY m.updated_at DESC LIMIT ? OFFSET ?`
-	}
-	args = append(args, limit, max(p.Offset, 0))
-	if fts != "" {
+	q, args, fts := memoSearchQuery(p)
+	if fts {
 		release, err := db.searchSlot(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("memo search: %w", err)
@@ -234,6 +205,77 @@ func (db *DB) MemoSearch(ctx context.Context, p *store.MemoSearchParams) ([]*sto
 		return nil, fmt.Errorf("memo search: %w", err)
 	}
 	return out, nil
+}
+
+// memoSearchQuery builds MemoSearch's query; fts reports a full-text match.
+//
+//   - Text: the FTS5 match drives, ranked by bm25; the filters are checked
+//     on its matches (a tag through memo_tags' primary key).
+//   - Tags without text: the first tag's memo_tags_listing range drives,
+//     walked newest first from UpdatedSince down to the LIMIT; further tags
+//     are checked through the primary key.
+//   - Neither: memos_type_updated (or memos_updated for every type), newest
+//     first.
+func memoSearchQuery(p *store.MemoSearchParams) (q string, args []any, fts bool) {
+	limit := p.Limit
+	if limit <= 0 || limit > 500 {
+		limit = 50
+	}
+	var (
+		where []string
+		tags  = normTags(p.Tags)
+		match = ftsQuery(p.Query)
+		since string
+		order string
+		cols  = prefixed("m.", memoColumns)
+	)
+	if !p.UpdatedSince.IsZero() {
+		since = formatTime(p.UpdatedSince)
+	}
+	filter := func(alias string) {
+		if p.MemoType != "" {
+			where = append(where, alias+".memo_type = ?")
+			args = append(args, p.MemoType)
+		}
+		if since != "" {
+			where = append(where, alias+".updated_at >= ?")
+			args = append(args, since)
+		}
+		if !p.IncludeUnlisted {
+			where = append(where, alias+".unlisted = 0")
+		}
+	}
+	switch {
+	case match != "":
+		// CROSS JOIN keeps the match the outer loop: with a type or a time
+		// filter SQLite would otherwise walk memos and probe the index per row.
+		q = `SELECT ` + cols + ` FROM memos_fts CROSS JOIN memos m ON m.rowid = memos_fts.rowid`
+		where = append(where, "memos_fts MATCH ?")
+		args = append(args, match)
+		filter("m")
+		order = `bm25(memos_fts, 5.0, 1.0)`
+	case len(tags) > 0:
+		// memo_tags carries the filtered columns, so the range is walked in
+		// its own order and memos are read only for the rows kept.
+		q = `SELECT ` + cols + ` FROM memo_tags t JOIN memos m ON m.rowid = t.memo_rowid`
+		where = append(where, "t.tag = ?")
+		args = append(args, tags[0])
+		filter("t")
+		tags = tags[1:]
+		order = `t.updated_at DESC`
+	default:
+		q = `SELECT ` + cols + ` FROM memos m`
+		filter("m")
+		order = `m.updated_at DESC`
+	}
+	for _, tag := range tags {
+		where = append(where, "EXISTS (SELECT 1 FROM memo_tags x WHERE x.memo_rowid = m.rowid AND x.tag = ?)")
+		args = append(args, tag)
+	}
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	return q + ` ORDER BY ` + order + ` LIMIT ? OFFSET ?`, append(args, limit, max(p.Offset, 0)), match != ""
 }
 
 // ftsQuery turns any user text into a safe FTS5 query, so search text is

@@ -24,6 +24,8 @@ func TestSlackQueriesUseIndexes(t *testing.T) {
 		"OutboxDue":     {outboxDueQuery, []any{now, 50}, []string{"slack_outbox_pending_queue"}},
 		"OutboxNextDue": {outboxNextDueQuery, nil, []string{"slack_outbox_pending_queue"}},
 		"MirrorEvents":  {mirrorEventsQuery, []any{10, 100}, []string{"SEARCH e USING INTEGER PRIMARY KEY (rowid>?)", "session_tags"}},
+		"BackfillDue":   {backfillDueQuery, []any{now, 10}, []string{"slack_backfills_due (next_at<?)"}},
+		"BackfillNext":  {backfillNextDueQuery, nil, []string{"slack_backfills_due"}},
 	} {
 		got := plan(tc.query, tc.args...)
 		t.Logf("%s:\n%s", name, got)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -71,6 +72,79 @@ func runSearch(t *testing.T, newStore func(t *testing.T) store.Store) {
 				}
 			})
 		}
+	})
+
+	t.Run("MemoSearchFilters", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		mk := func(title, body, memoType string, unlisted bool, tags ...string) *store.Memo {
+			p := &store.MemoCreateParams{Title: title, Body: body, MemoType: memoType, Tags: tags, Unlisted: unlisted}
+			if memoType == store.MemoTypeWorkflow {
+				p.Workflow = &store.WorkflowIndex{Command: "/" + strings.ToLower(title), Status: "draft"}
+			}
+			m, err := s.MemoCreate(ctx, p)
+			require.NoError(t, err)
+			return m
+		}
+		old := mk("Old brief", "otters in the estuary", "", false, "Brief")
+		cut := old.UpdatedAt.Add(time.Microsecond)
+		otters := mk("Otter brief", "otters at dawn", "", false, "brief", "otters")
+		heron := mk("Heron brief", "herons wade", "", false, "BRIEF")
+		mk("Digest", "the brief digest mentions tag:brief", store.MemoTypeWorkflow, false, "brief")
+		hidden := mk("Hidden brief", "otters unlisted", "", true, "brief")
+		mk("Briefs", "not the tag", "", false, "briefs")
+		ids := func(ms []*store.Memo) []string {
+			out := []string{}
+			for _, m := range ms {
+				out = append(out, m.ID)
+			}
+			return out
+		}
+		for _, tc := range []struct {
+			name string
+			p    store.MemoSearchParams
+			want []*store.Memo
+		}{
+			{"TagNewestFirstAnyCase", store.MemoSearchParams{Tags: []string{"brief"}, MemoType: "note"}, []*store.Memo{heron, otters, old}},
+			{"TagSince", store.MemoSearchParams{Tags: []string{"Brief"}, MemoType: "note", UpdatedSince: cut}, []*store.Memo{heron, otters}},
+			{"TwoTags", store.MemoSearchParams{Tags: []string{"brief", "OTTERS"}, MemoType: "note"}, []*store.Memo{otters}},
+			{"TagAndText", store.MemoSearchParams{Query: "otters", Tags: []string{"brief"}, MemoType: "note"}, nil},
+			{"TagUnlistedWhenAsked", store.MemoSearchParams{Tags: []string{"brief"}, MemoType: "note", IncludeUnlisted: true, Limit: 1}, []*store.Memo{hidden}},
+			{"Limit", store.MemoSearchParams{Tags: []string{"brief"}, MemoType: "note", Limit: 2}, []*store.Memo{heron, otters}},
+			{"SinceWithoutTag", store.MemoSearchParams{MemoType: "note", UpdatedSince: heron.UpdatedAt}, nil},
+			{"NoMatchingTag", store.MemoSearchParams{Tags: []string{"egrets"}}, []*store.Memo{}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				got, err := s.MemoSearch(ctx, &tc.p)
+				require.NoError(t, err)
+				switch tc.name {
+				case "TagAndText":
+					require.ElementsMatch(t, []string{otters.ID, old.ID}, ids(got), "text ranks, the filters keep")
+				case "SinceWithoutTag":
+					require.Equal(t, heron.ID, ids(got)[len(got)-1], "the cut-off is inclusive")
+					require.NotContains(t, ids(got), otters.ID)
+				default:
+					require.Equal(t, ids(tc.want), ids(got))
+				}
+			})
+		}
+		wfs, err := s.MemoSearch(ctx, &store.MemoSearchParams{Tags: []string{"brief"}, MemoType: store.MemoTypeWorkflow})
+		require.NoError(t, err)
+		require.Len(t, wfs, 1, "a workflow memo carrying the tag matches only when workflows are asked for")
+
+		// The tag filter follows updates: new tags, and a fresh update time.
+		tags := []string{"otters"}
+		_, err = s.MemoUpdate(ctx, &store.MemoUpdateParams{ID: heron.ID, ExpectedVersion: heron.ContentVersion, Tags: &tags})
+		require.NoError(t, err)
+		got, err := s.MemoSearch(ctx, &store.MemoSearchParams{Tags: []string{"brief"}, MemoType: "note"})
+		require.NoError(t, err)
+		require.Equal(t, []string{otters.ID, old.ID}, ids(got), "a removed tag no longer matches")
+		body := "otters again"
+		up, err := s.MemoUpdate(ctx, &store.MemoUpdateParams{ID: old.ID, ExpectedVersion: old.ContentVersion, Body: &body})
+		require.NoError(t, err)
+		got, err = s.MemoSearch(ctx, &store.MemoSearchParams{Tags: []string{"brief"}, MemoType: "note", UpdatedSince: up.UpdatedAt})
+		require.NoError(t, err)
+		require.Equal(t, []string{old.ID}, ids(got), "an update moves a memo into the window")
 	})
 
 	t.Run("MemoSearchTermsAreCapped", func(t *testing.T) {

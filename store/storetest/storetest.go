@@ -174,6 +174,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	runSlack(t, newStore)
 	runEngine(t, newStore)
 	runSearch(t, newStore)
+	runSlackThreads(t, newStore)
 	runInsight(t, newStore)
 	runConsoleLists(t, newStore)
 }

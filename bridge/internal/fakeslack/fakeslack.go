@@ -44,6 +44,8 @@ type Call struct {
 	TS string
 	// Status is the HTTP status answered; only 200 calls took effect.
 	Status int
+	// At is when the call arrived.
+	At time.Time
 }
 
 // Server is a fake Slack.
@@ -63,6 +65,8 @@ type Server struct {
 	messages  map[string][]*Message
 	postDelay time.Duration
 	inFlight  int
+
+	threads threads // threads.go
 }
 
 // Message is a message as the fake keeps it.
@@ -264,7 +268,10 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	call := Call{Method: method, Form: form, Status: http.StatusOK}
+	call := Call{Method: method, Form: form, Status: http.StatusOK, At: time.Now()}
+	if s.intercept(w, r, call, form) {
+		return
+	}
 	if strings.HasPrefix(method, "chat.") && len(s.failures) > 0 {
 		f := s.failures[0]
 		s.failures = s.failures[1:]
@@ -333,6 +340,8 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		resp = s.replies(form)
 	case "conversations.history":
 		resp = s.history(form)
+	case "users.info":
+		resp = s.userInfo(form)
 	case "chat.postEphemeral":
 		resp = map[string]any{"ok": true, "message_ts": s.nextTS()}
 	default:

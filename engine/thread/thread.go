@@ -1,0 +1,226 @@
+// Package thread reads a session's conversation as its participants wrote
+// it: the Thread load class of workflows (SPEC §4.1) and the transcript a
+// chat turn gives the model (SPEC §3) both come from here, so they name
+// speakers and order messages alike.
+//
+// A conversation is the session's user_message and assistant_message
+// events. Messages a Slack thread held before the bot joined it are
+// recorded later than the mention that bound the thread (the backfill of
+// SPEC §5 fetches them after, or while, the mention is handled), each
+// marked backfilled with its Slack ts; they are earlier in the conversation
+// than everything recorded live, so they come first, in Slack's order, and
+// the live messages follow in the order they were recorded.
+package thread
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/holdfast-bot/holdfast/engine/workflow"
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// Bounds of a loaded thread (SPEC §4.1).
+const (
+	MaxMessages = 200
+	MaxChars    = 50_000
+	// MaxBackfill bounds the messages one thread backfill records: the
+	// bridge stops there, and Load relies on it to find the newest
+	// MaxMessages among backfilled and live messages in one read.
+	MaxBackfill = 1_000
+)
+
+// BotSpeaker names the bot's own messages.
+const BotSpeaker = "Holdfast"
+
+// Event payload keys the conversation reads.
+const (
+	// KeySpeaker is the speaker's display name as recorded (a Slack display
+	// name, a console username).
+	KeySpeaker = "speaker"
+	// KeyBackfilled marks a message recorded by a thread backfill.
+	KeyBackfilled = "backfilled"
+	// KeySlackTS is the Slack ts of a message from Slack.
+	KeySlackTS = "ts"
+)
+
+// Load reads the conversation of session id, oldest first: at most the
+// newest MaxMessages messages, and of those the newest whose text fits in
+// MaxChars (a newest message longer than that alone is cut). A run with no
+// session ("") has an empty conversation.
+func Load(ctx context.Context, st store.Store, id string) ([]workflow.ThreadMessage, error) {
+	out := []workflow.ThreadMessage{}
+	if id == "" {
+		return out, nil
+	}
+	evs, err := Events(ctx, st, id, MaxMessages)
+	if err != nil {
+		return nil, err
+	}
+	names := NewNames(st)
+	total := 0
+	first := len(evs)
+	for i := len(evs) - 1; i >= 0; i-- {
+		n := utf8.RuneCountInString(text(evs[i]))
+		if total+n > MaxChars && i < len(evs)-1 {
+			break
+		}
+		total += n
+		first = i
+	}
+	for _, e := range evs[first:] {
+		t := text(e)
+		if utf8.RuneCountInString(t) > MaxChars {
+			t = string([]rune(t)[:MaxChars-1]) + "…"
+		}
+		out = append(out, workflow.ThreadMessage{Speaker: names.Speaker(ctx, e), Text: t, TS: SaidAt(e)})
+	}
+	return out, nil
+}
+
+// Events reads the newest limit (at most MaxMessages) messages of a
+// session in conversation order (see the package comment), leaving out
+// messages with no text.
+func Events(ctx context.Context, st store.Store, id string, limit int) ([]*store.Event, error) {
+	limit = min(max(limit, 1), MaxMessages)
+	types := []string{store.EventUserMessage, store.EventAssistantMessage}
+	evs, err := st.EventList(ctx, &store.EventListParams{SessionID: id, Types: types, Newest: true, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) == limit && slices.ContainsFunc(evs, Backfilled) {
+		// Backfilled messages recorded late stand among the newest by record
+		// time though they are the oldest of the conversation: read enough
+		// to hold the newest limit live messages whatever the backfill holds.
+		if evs, err = st.EventList(ctx, &store.EventListParams{SessionID: id, Types: types, Newest: true, Limit: limit + MaxBackfill}); err != nil {
+			return nil, err
+		}
+	}
+	evs = Order(evs)
+	if len(evs) > limit {
+		evs = evs[len(evs)-limit:]
+	}
+	return evs, nil
+}
+
+// Order puts events (in record order) in conversation order: backfilled
+// messages first by their Slack ts, then the rest as recorded. Messages
+// with no text are left out; other events are kept.
+func Order(evs []*store.Event) []*store.Event {
+	var back, live []*store.Event
+	for _, e := range evs {
+		if (e.Type == store.EventUserMessage || e.Type == store.EventAssistantMessage) && strings.TrimSpace(text(e)) == "" {
+			continue
+		}
+		if Backfilled(e) {
+			back = append(back, e)
+		} else {
+			live = append(live, e)
+		}
+	}
+	slices.SortStableFunc(back, func(a, b *store.Event) int { return SaidAt(a).Compare(SaidAt(b)) })
+	return append(back, live...)
+}
+
+// Backfilled reports whether e was recorded by a thread backfill.
+func Backfilled(e *store.Event) bool {
+	b, _ := e.Payload[KeyBackfilled].(bool)
+	return b
+}
+
+func text(e *store.Event) string {
+	s, _ := e.Payload["text"].(string)
+	return s
+}
+
+// SaidAt is when a message was said: its Slack ts when it has one, else
+// when it was recorded.
+func SaidAt(e *store.Event) time.Time {
+	if ts, _ := e.Payload[KeySlackTS].(string); ts != "" {
+		if t, ok := ParseSlackTS(ts); ok {
+			return t
+		}
+	}
+	return e.TS
+}
+
+// ParseSlackTS reads a Slack ts ("<seconds>.<microseconds>").
+func ParseSlackTS(ts string) (time.Time, bool) {
+	sec, frac, _ := strings.Cut(ts, ".")
+	s, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil || s < 0 {
+		return time.Time{}, false
+	}
+	var us int64
+	if frac != "" {
+		frac = (frac + "000000")[:6]
+		if us, err = strconv.ParseInt(frac, 10, 64); err != nil {
+			return time.Time{}, false
+		}
+	}
+	return time.Unix(s, us*1000).UTC(), true
+}
+
+// Lines is a conversation as `Speaker: text` lines, the body of the
+// Thread load's Context entry.
+func Lines(msgs []workflow.ThreadMessage) string {
+	var b strings.Builder
+	for _, m := range msgs {
+		b.WriteString(m.Speaker)
+		b.WriteString(": ")
+		b.WriteString(m.Text)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Names resolves speakers, asking the store at most once per actor.
+type Names struct {
+	st   store.Store
+	seen map[string]string
+}
+
+// NewNames returns a resolver over st.
+func NewNames(st store.Store) *Names { return &Names{st: st, seen: map[string]string{}} }
+
+// Speaker names who said e: the name recorded with it, else the bot for
+// its own messages, else the actor's name as the store knows it (a cached
+// Slack display name, a console username), else the actor as recorded.
+func (n *Names) Speaker(ctx context.Context, e *store.Event) string {
+	if s, _ := e.Payload[KeySpeaker].(string); strings.TrimSpace(s) != "" {
+		return s
+	}
+	if e.Type == store.EventAssistantMessage {
+		return BotSpeaker
+	}
+	if s, ok := n.seen[e.Actor]; ok {
+		return s
+	}
+	s := n.lookup(ctx, e.Actor)
+	n.seen[e.Actor] = s
+	return s
+}
+
+func (n *Names) lookup(ctx context.Context, actor string) string {
+	kind, id, _ := strings.Cut(actor, ":")
+	switch kind {
+	case "slack":
+		if u, err := n.st.SlackUserGet(ctx, id); err == nil && u.Name != "" {
+			return u.Name
+		}
+		return id // not cached (or unreadable): the Slack id still tells people apart
+	case "user":
+		if u, err := n.st.UserGetByID(ctx, id); err == nil {
+			return u.Username
+		}
+	case "engine", "holdfast":
+		return BotSpeaker
+	case "":
+		return "someone"
+	}
+	return actor
+}
