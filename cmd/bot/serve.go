@@ -113,7 +113,7 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	fmt.Fprintf(stdout, "Holdfast is listening on http://%s\n", ln.Addr())
-	log.Info("serving", slog.String("addr", ln.Addr().String()), slog.String("db", c.DB))
+	log.Info("serving", slog.String("addr", ln.Addr().String()), slog.String("db", redactDB(c.DB)))
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
