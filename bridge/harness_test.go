@@ -25,6 +25,7 @@ import (
 
 	"github.com/slack-go/slack"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdfast-bot/holdfast/bridge"
 	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
@@ -68,6 +69,10 @@ type setupOpts struct {
 	cfg     func(c *bridge.Config)
 	noStart bool
 	sync    string // SQLite synchronous (default full)
+	// tracer, when set, traces the bridge, engine, sessions and models.
+	tracer trace.TracerProvider
+	// openai is the base URL openai:<model> workflows call.
+	openai string
 }
 
 func setup(t testing.TB, o setupOpts) *testBundle {
@@ -80,17 +85,18 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	api := slack.New("xoxb-test", slack.OptionAPIURL(tb.slack.APIURL()))
 	cfg := bridge.Config{SigningSecret: secret, BaseURL: "http://holdfast.test", Tick: 200 * time.Millisecond,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, InboxRetry: 10 * time.Millisecond}
+	cfg.Tracer = o.tracer
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
-	models := model.NewRegistry("template", model.Config{})
+	models := model.NewRegistry("template", model.Config{Tracer: o.tracer, OpenAIBaseURL: o.openai, OpenAIAPIKey: "sk-test"})
 	deps := server.Deps{Store: db}
 	var sesEngine sessions.Engine
 	if o.real {
 		lib := library.New(db, log)
 		require.NoError(t, lib.SeedExamples(ctx))
 		tb.eng = engine.New(engine.Config{Workers: 2, SlackStewards: []string{"USTEWARD", "USTEWARD2"}, CanReply: bridge.CanReply,
-			DisableScheduler: true, PassInterval: time.Second}, db, models, log)
+			DisableScheduler: true, PassInterval: time.Second, Tracer: o.tracer}, db, models, log)
 		tb.engine = tb.eng
 		if o.wrap != nil {
 			tb.engine = o.wrap(tb.engine)
@@ -105,7 +111,8 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	} else {
 		tb.engine = o.engine(tb)
 	}
-	tb.sessions = sessions.New(db, sessions.Config{DefaultPolicy: "auto", Models: models, DefaultModel: "template"}, sesEngine, log)
+	tb.sessions = sessions.New(db, sessions.Config{DefaultPolicy: "auto", Models: models, DefaultModel: "template", Tracer: o.tracer},
+		sesEngine, log)
 	tb.bridge = bridge.New(cfg, db, api, tb.engine, tb.sessions, log)
 	deps.Slack = tb.bridge.Handler()
 	if o.real {

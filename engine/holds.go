@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -252,6 +255,26 @@ func (e *Engine) decided(ctx context.Context, out *store.Hold) {
 	}
 	e.log.InfoContext(ctx, "hold decided", slog.String("hold_id", out.ID), slog.String("run_id", out.RunID),
 		slog.String("status", out.Status), slog.String("by", out.DecidedBy), slog.String("via", out.DecidedVia))
+	e.traceHoldWait(ctx, out)
+}
+
+// traceHoldWait records a decided hold's wait, opened → decided, in the
+// trace of its run's item. The wait outlives any one process, so it is
+// written when it ends, with the times the store kept; the decision's own
+// span (a Slack click, an API call) is linked.
+func (e *Engine) traceHoldWait(ctx context.Context, h *store.Hold) {
+	if !e.traced || h.DecidedAt == nil {
+		return
+	}
+	it, err := e.store.QueueItemGetByID(ctx, h.ItemID)
+	if err != nil || it.TraceContext == "" {
+		return
+	}
+	_, span := e.tracer.Start(tracing.Join(ctx, it.TraceContext), tracing.SpanHold, trace.WithTimestamp(h.CreatedAt),
+		trace.WithLinks(trace.LinkFromContext(ctx)), trace.WithAttributes(tracing.HoldIDKey.String(h.ID),
+			tracing.RunID.String(h.RunID), tracing.HoldGate.String(h.GateLabel), tracing.HoldStatus.String(h.Status),
+			tracing.HoldVia.String(h.DecidedVia), tracing.WorkflowCommand.String(h.Command)))
+	span.End(trace.WithTimestamp(*h.DecidedAt))
 }
 
 func (e *Engine) isSteward(d Decider, linked *store.User) bool {

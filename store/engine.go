@@ -56,8 +56,9 @@ func RunIDForItem(itemID string) string {
 	return "run_" + suffix
 }
 
-// HoldIDForRun derives the (single) hold of a run from its id, so reopening
-// a hold after a crash is idempotent.
+// HoldIDForRun derives the hold of a run's output review from its id, so
+// reopening a hold after a crash is idempotent. (A run may be held before
+// that for other gates, such as its Token budget, under ids of their own.)
 func HoldIDForRun(runID string) string {
 	_, suffix, ok := strings.Cut(runID, "_")
 	if !ok {
@@ -80,6 +81,7 @@ type QueueItem struct {
 	// TargetVersion is the contentVersion payload.targetMemoId had at
 	// enqueue; dispatch updates the stub only while it still has it.
 	TargetVersion int64      `json:"-"`
+	TraceContext  string     `json:"-"` // W3C traceparent of the enqueue: every execution of the run joins its trace
 	CreatedAt     time.Time  `json:"createdAt"`
 	ClaimedAt     *time.Time `json:"claimedAt"`
 	SettledAt     *time.Time `json:"settledAt"`
@@ -98,6 +100,7 @@ type QueueItemInsertParams struct {
 	Payload        map[string]any
 	SessionID      string
 	TargetVersion  int64
+	TraceContext   string
 	NewSession     *SessionCreateParams
 }
 
@@ -115,7 +118,8 @@ type RunStep struct {
 }
 
 // Run is a workflow run. Manifest, State and Guards are JSON the engine owns;
-// the store keeps them verbatim.
+// the store keeps them verbatim. TraceContext is its item's; Model and the
+// token totals are the usage last written (RunUsage).
 type Run struct {
 	ID               string          `json:"id"`
 	ItemID           string          `json:"itemId"`
@@ -125,6 +129,7 @@ type Run struct {
 	OwnerUID         string          `json:"ownerUid"`
 	Payload          map[string]any  `json:"payload"`
 	TargetVersion    int64           `json:"-"`
+	TraceContext     string          `json:"-"`
 	Status           string          `json:"status"`
 	Manifest         json.RawMessage `json:"manifest"`
 	Steps            []RunStep       `json:"steps"`
@@ -136,6 +141,9 @@ type Run struct {
 	Decision         string          `json:"decision"`
 	DecidedOutput    *string         `json:"-"`
 	DispatchMemoID   string          `json:"dispatchMemoId"`
+	Model            string          `json:"model"`
+	TokensIn         int64           `json:"tokensIn"`
+	TokensOut        int64           `json:"tokensOut"`
 	Lease            int64           `json:"-"`
 	RunnerID         string          `json:"runnerId"`
 	HeartbeatAt      time.Time       `json:"heartbeatAt"`
@@ -209,6 +217,15 @@ type RunRescueParams struct {
 	Exhaust     []RunExhaust
 }
 
+// RunUsage is what a run's model calls have used so far: the model they
+// call and the tokens in and out summed over its steps. Usage listings
+// (UsageList) add up what runs record here.
+type RunUsage struct {
+	Model     string
+	TokensIn  int64
+	TokensOut int64
+}
+
 // RunCheckpointParams records progress of a running run and refreshes its
 // heartbeat. Nil fields are left as they are. It is fenced on Lease.
 type RunCheckpointParams struct {
@@ -219,6 +236,7 @@ type RunCheckpointParams struct {
 	Steps    []RunStep
 	State    json.RawMessage
 	Guards   json.RawMessage
+	Usage    *RunUsage
 	Events   []EventAppendParams
 }
 
@@ -261,6 +279,7 @@ type RunSettleParams struct {
 	Steps      []RunStep
 	State      json.RawMessage
 	Guards     json.RawMessage
+	Usage      *RunUsage
 	Dispatch   *DispatchParams
 	Events     []EventAppendParams
 }

@@ -73,6 +73,7 @@ type Store interface {
 	EngineStore  // store/engine.go: queue items, runs, holds
 	SlackStore   // store/slack.go: the Slack inbox and outbox
 	ConsoleStore // store/console.go: console sign-in sessions
+	InsightStore // store/insight.go: usage and edges of understanding
 
 	// Ping answers whether the database is reachable (for /healthz).
 	Ping(ctx context.Context) error
@@ -275,6 +276,11 @@ const (
 
 // ValidRole reports whether r is one of the three roles.
 func ValidRole(r string) bool { return r == RoleViewer || r == RoleSteward || r == RoleAdmin }
+
+// RoleAtLeast reports whether role is min or a stronger one.
+func RoleAtLeast(role, min string) bool { return roleRank[role] >= roleRank[min] && roleRank[min] > 0 }
+
+var roleRank = map[string]int{RoleViewer: 1, RoleSteward: 2, RoleAdmin: 3}
 
 // CanDecide reports whether a role may approve or reject holds.
 func CanDecide(role string) bool { return role == RoleSteward || role == RoleAdmin }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/holdfast-bot/holdfast/console/auth"
 	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/postgres"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
@@ -161,8 +162,10 @@ func explainStoreError(db *sqlite.DB, err error) (*sqlite.DB, error) {
 	return db, err
 }
 
+// newLogger logs text lines to w; a line logged inside a span carries its
+// trace_id and span_id.
 func newLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return slog.New(tracing.LogHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})))
 }
 
 func cmdMigrate(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) error {

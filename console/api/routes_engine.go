@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/holdfast-bot/holdfast/console/auth"
+	"github.com/holdfast-bot/holdfast/console/paging"
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
@@ -143,7 +144,7 @@ func (a *API) runList(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "status must be one of running, suspended, succeeded, failed, cancelled, recovery_exhausted")
 		return
 	}
-	limit, after, err := PageParams(r.URL.Query())
+	limit, after, err := paging.Params(r.URL.Query())
 	if err != nil {
 		Fail(w, r, a.Log, err)
 		return
@@ -158,14 +159,14 @@ func (a *API) runList(w http.ResponseWriter, r *http.Request) {
 	next := ""
 	if len(runs) > limit {
 		runs = runs[:limit]
-		next = EncodeCursor(runs[limit-1].CreatedAt, runs[limit-1].ID)
+		next = paging.EncodeCursor(runs[limit-1].CreatedAt, runs[limit-1].ID)
 	}
 	out := make([]*RunView, len(runs))
 	for i, run := range runs {
 		out[i] = runView(run)
 		// A listed run has the same shape as GET /api/runs/{id}: its hold
 		// is shown, not null beside a holdId. One lookup by primary key
-		// per held run; a page is at most MaxPageSize runs.
+		// per held run; a page is at most paging.MaxSize runs.
 		if run.HoldID != "" {
 			h, err := a.Store.HoldGetByID(r.Context(), run.HoldID)
 			if err != nil {
@@ -208,7 +209,7 @@ func (a *API) holdList(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "status must be open, approved or rejected")
 		return
 	}
-	limit, after, err := PageParams(r.URL.Query())
+	limit, after, err := paging.Params(r.URL.Query())
 	if err != nil {
 		Fail(w, r, a.Log, err)
 		return
@@ -222,7 +223,7 @@ func (a *API) holdList(w http.ResponseWriter, r *http.Request) {
 	next := ""
 	if len(hs) > limit {
 		hs = hs[:limit]
-		next = EncodeCursor(hs[limit-1].CreatedAt, hs[limit-1].ID)
+		next = paging.EncodeCursor(hs[limit-1].CreatedAt, hs[limit-1].ID)
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{"holds": hs, "next": next})
 }

@@ -18,7 +18,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/holdfast-bot/holdfast/console/api"
 	"github.com/holdfast-bot/holdfast/console/auth"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/templates"
@@ -125,15 +124,12 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 	})
 }
 
-// atLeast is the API's role order, so both surfaces rank roles alike.
-var atLeast = api.AtLeast
-
 // requireRole answers 403 to anyone below min. Handlers also hide what a
 // role cannot use; this is the enforcement, that is only courtesy.
 func (c *Console) requireRole(min string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !atLeast(auth.From(r.Context()), min) {
+			if !auth.From(r.Context()).AtLeast(min) {
 				c.errorPage(w, r, http.StatusForbidden, "Not allowed", "This needs the "+min+" role.")
 				return
 			}

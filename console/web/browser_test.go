@@ -305,6 +305,8 @@ func TestBrowserStewardFlow(t *testing.T) {
 	b.screenshot("run")
 	b.open("/runs", "#runs")
 	b.screenshot("runs")
+	b.open("/edges", "#edges")
+	b.screenshot("edges")
 	b.open("/memos", "#memos")
 	b.screenshot("memos")
 	b.do(chromedp.Click(chromedp.CSS(`#memos a.title`)), chromedp.WaitVisible(chromedp.ID("memo-body")))

@@ -52,7 +52,7 @@ func (c *Console) memoList(w http.ResponseWriter, r *http.Request) {
 	}
 	// Unlisted memos are listed for stewards and admins only (SPEC §7).
 	memos, err := c.Store.MemoSearch(r.Context(), &store.MemoSearchParams{Query: v.Query, MemoType: v.MemoType,
-		IncludeUnlisted: atLeast(identity(r), store.RoleSteward), Limit: 100})
+		IncludeUnlisted: identity(r).AtLeast(store.RoleSteward), Limit: 100})
 	if err != nil {
 		c.fail(w, r, err)
 		return

@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/holdfast-bot/holdfast/console/api"
+	"github.com/holdfast-bot/holdfast/console/paging"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/templates"
@@ -46,15 +46,15 @@ func (c *Console) runList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The page pages like GET /api/runs (same cursor), a full page of
-	// api.MaxPageSize runs unless the URL asks for fewer.
+	// paging.MaxSize runs unless the URL asks for fewer.
 	q := r.URL.Query()
-	limit, after, err := api.PageParams(q)
+	limit, after, err := paging.Params(q)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
 	if q.Get("limit") == "" {
-		limit = api.MaxPageSize
+		limit = paging.MaxSize
 	}
 	runs, err := c.Store.RunList(r.Context(), &store.RunListParams{Status: status, After: after, Limit: limit + 1})
 	if err != nil {
@@ -64,7 +64,7 @@ func (c *Console) runList(w http.ResponseWriter, r *http.Request) {
 	var v templates.RunsView
 	if len(runs) > limit {
 		runs = runs[:limit]
-		next := url.Values{"cursor": {api.EncodeCursor(runs[limit-1].CreatedAt, runs[limit-1].ID)}}
+		next := url.Values{"cursor": {paging.EncodeCursor(runs[limit-1].CreatedAt, runs[limit-1].ID)}}
 		if status != "" {
 			next.Set("status", status)
 		}

@@ -331,7 +331,7 @@ func (c *Console) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	names := c.userNames(ctx)
 	views := make([]templates.EventView, 0, len(evs))
 	for _, e := range evs {
-		views = append(views, c.eventView(ctx, e, names, atLeast(cur.id, store.RoleSteward), cur.session.CSRFToken))
+		views = append(views, c.eventView(ctx, e, names, cur.id.AtLeast(store.RoleSteward), cur.session.CSRFToken))
 	}
 	c.render(w, r, http.StatusOK, templates.EventsFragment(views, pollView(id, evs), s.Status))
 }

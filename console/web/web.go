@@ -91,6 +91,7 @@ func (c *Console) Handler() http.Handler {
 		c.sessionRoutes(r)
 		c.holdRoutes(r)
 		c.runRoutes(r)
+		c.edgeRoutes(r)
 		r.Get("/workflows", c.workflowList)
 		r.Get("/workflows/{command}", c.workflowShow)
 		r.With(c.requireRole(store.RoleAdmin)).Post("/workflows/{command}/status", c.workflowStatus)

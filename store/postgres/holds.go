@@ -185,7 +185,7 @@ func (db *DB) HoldDecide(ctx context.Context, p *store.HoldDecideParams) (*store
 				return err
 			}
 			if o := p.Outcome; o != nil {
-				if _, err := settleRunTx(ctx, tx, runID, nil, o.Status, o.ErrorKind, o.Error, nil, nil, nil, nil, "", now); err != nil {
+				if _, err := settleRunTx(ctx, tx, runID, nil, o.Status, o.ErrorKind, o.Error, nil, nil, nil, nil, nil, "", now); err != nil {
 					return err
 				}
 				if err := settleItemTx(ctx, tx, itemID, o.Status, o.ItemStatus, now); err != nil {

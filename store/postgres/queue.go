@@ -10,7 +10,7 @@ import (
 )
 
 const itemColumns = `id, owner_uid, workflow_memo_id, command, dedupe_key, payload, status, run_id, session_id,
-	target_version, created_at, claimed_at, settled_at`
+	target_version, trace_context, created_at, claimed_at, settled_at`
 
 func scanItem(row scanner) (*store.QueueItem, error) {
 	var (
@@ -18,7 +18,7 @@ func scanItem(row scanner) (*store.QueueItem, error) {
 		payload string
 	)
 	if err := row.Scan(&it.ID, &it.OwnerUID, &it.WorkflowMemoID, &it.Command, &it.DedupeKey, &payload, &it.Status,
-		&it.RunID, &it.SessionID, &it.TargetVersion, &it.CreatedAt, &it.ClaimedAt, &it.SettledAt); err != nil {
+		&it.RunID, &it.SessionID, &it.TargetVersion, &it.TraceContext, &it.CreatedAt, &it.ClaimedAt, &it.SettledAt); err != nil {
 		return nil, interpretError(err)
 	}
 	it.Payload = decodeMap(payload)
@@ -41,9 +41,10 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 		it, created = nil, false
 		now := utc(time.Now())
 		tag, err := tx.Exec(ctx, `INSERT INTO workflow_queue_items (id, owner_uid, workflow_memo_id, command,
-			dedupe_key, payload, session_id, target_version, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			dedupe_key, payload, session_id, target_version, trace_context, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 			ON CONFLICT (workflow_memo_id, dedupe_key) DO NOTHING`,
-			p.ID, p.OwnerUID, p.WorkflowMemoID, p.Command, p.DedupeKey, encodeJSON(payload), p.SessionID, p.TargetVersion, now)
+			p.ID, p.OwnerUID, p.WorkflowMemoID, p.Command, p.DedupeKey, encodeJSON(payload), p.SessionID, p.TargetVersion,
+			p.TraceContext, now)
 		if err != nil {
 			return err
 		}
@@ -69,7 +70,7 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 		tx.notifyWork(workQueued)
 		it = &store.QueueItem{ID: p.ID, OwnerUID: p.OwnerUID, WorkflowMemoID: p.WorkflowMemoID, Command: p.Command,
 			DedupeKey: p.DedupeKey, Payload: payload, Status: store.ItemPending, SessionID: sessionID,
-			TargetVersion: p.TargetVersion, CreatedAt: now}
+			TargetVersion: p.TargetVersion, TraceContext: p.TraceContext, CreatedAt: now}
 		return nil
 	})
 	if err != nil {
@@ -164,7 +165,7 @@ func (db *DB) QueueItemClaim(ctx context.Context, p *store.QueueItemClaimParams)
 				ORDER BY created_at, id FOR UPDATE SKIP LOCKED)
 			UPDATE workflow_queue_items i SET status = 'claimed', claimed_at = $1, run_id = 'run_' || substr(i.id, strpos(i.id, '_') + 1)
 			FROM chosen WHERE i.id = chosen.id
-			RETURNING i.id, i.owner_uid, i.workflow_memo_id, i.command, i.payload, i.session_id, i.target_version, i.run_id, i.created_at`,
+			RETURNING i.id, i.owner_uid, i.workflow_memo_id, i.command, i.payload, i.session_id, i.target_version, i.trace_context, i.run_id, i.created_at`,
 			now, ids)
 		if err != nil {
 			return err
@@ -183,7 +184,7 @@ func (db *DB) QueueItemClaim(ctx context.Context, p *store.QueueItemClaimParams)
 				created time.Time
 			)
 			if err := rows.Scan(&r.ItemID, &r.OwnerUID, &r.WorkflowMemoID, &r.Command, &payload, &r.SessionID,
-				&r.TargetVersion, &r.ID, &created); err != nil {
+				&r.TargetVersion, &r.TraceContext, &r.ID, &created); err != nil {
 				rows.Close()
 				return err
 			}

@@ -12,8 +12,8 @@ import (
 
 // Runs are read joined with their item for the payload and stub version.
 const runColumns = `r.id, r.item_id, r.workflow_memo_id, r.command, r.session_id, r.owner_uid, i.payload, i.target_version,
-	r.status, r.manifest, r.steps, r.state, r.guards, r.error_kind, r.error, r.hold_id, r.decision, r.decided_output,
-	r.dispatch_memo_id, r.lease, r.runner_id, r.heartbeat_at, r.recovery_attempts, r.created_at, r.updated_at, r.finished_at`
+	i.trace_context, r.status, r.manifest, r.steps, r.state, r.guards, r.error_kind, r.error, r.hold_id, r.decision,
+	r.decided_output, r.dispatch_memo_id, r.model, r.tokens_in, r.tokens_out, r.lease, r.runner_id, r.heartbeat_at, r.recovery_attempts, r.created_at, r.updated_at, r.finished_at`
 
 const runFrom = ` FROM workflow_runs r JOIN workflow_queue_items i ON i.id = r.item_id`
 
@@ -23,8 +23,8 @@ func scanRun(row scanner) (*store.Run, error) {
 		payload, manifest, steps, state, guards string
 	)
 	if err := row.Scan(&r.ID, &r.ItemID, &r.WorkflowMemoID, &r.Command, &r.SessionID, &r.OwnerUID, &payload, &r.TargetVersion,
-		&r.Status, &manifest, &steps, &state, &guards, &r.ErrorKind, &r.Error, &r.HoldID, &r.Decision, &r.DecidedOutput,
-		&r.DispatchMemoID, &r.Lease, &r.RunnerID, &r.HeartbeatAt, &r.RecoveryAttempts, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt); err != nil {
+		&r.TraceContext, &r.Status, &manifest, &steps, &state, &guards, &r.ErrorKind, &r.Error, &r.HoldID, &r.Decision,
+		&r.DecidedOutput, &r.DispatchMemoID, &r.Model, &r.TokensIn, &r.TokensOut, &r.Lease, &r.RunnerID, &r.HeartbeatAt, &r.RecoveryAttempts, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt); err != nil {
 		return nil, interpretError(err)
 	}
 	r.Payload = decodeMap(payload)
@@ -100,6 +100,15 @@ func rawArg(raw json.RawMessage) *string {
 	return &s
 }
 
+// usageArgs passes a run's usage to COALESCE($n, column) updates: nil keeps
+// the columns.
+func usageArgs(u *store.RunUsage) (model *string, tokensIn, tokensOut *int64) {
+	if u == nil {
+		return nil, nil, nil
+	}
+	return &u.Model, &u.TokensIn, &u.TokensOut
+}
+
 func stepsArg(steps []store.RunStep) *string {
 	if steps == nil {
 		return nil
@@ -113,11 +122,13 @@ func stepsArg(steps []store.RunStep) *string {
 func checkpointTx(ctx context.Context, tx *txn, p *store.RunCheckpointParams, status string) (*fenced, error) {
 	now := utc(nowOr(p.Now))
 	f := &fenced{id: p.RunID}
+	model, tin, tout := usageArgs(p.Usage)
 	err := tx.QueryRow(ctx, `UPDATE workflow_runs SET status = $1, manifest = COALESCE($2, manifest),
 		steps = COALESCE($3, steps), state = COALESCE($4, state), guards = COALESCE($5, guards),
+		model = COALESCE($9, model), tokens_in = COALESCE($10, tokens_in), tokens_out = COALESCE($11, tokens_out),
 		heartbeat_at = $6, updated_at = $6 WHERE id = $7 AND lease = $8 AND status = 'running'
 		RETURNING item_id, session_id`,
-		status, rawArg(p.Manifest), stepsArg(p.Steps), rawArg(p.State), rawArg(p.Guards), now, p.RunID, p.Lease).
+		status, rawArg(p.Manifest), stepsArg(p.Steps), rawArg(p.State), rawArg(p.Guards), now, p.RunID, p.Lease, model, tin, tout).
 		Scan(&f.itemID, &f.sessionID)
 	if isNoRows(err) {
 		return nil, leaseLost(ctx, tx, p.RunID, p.Lease)
@@ -218,7 +229,9 @@ func (db *DB) RunSuspend(ctx context.Context, p *store.RunSuspendParams) (*store
 				INSERT INTO holds (id, run_id, item_id, session_id, owner_uid, command, workflow_name, gate_label, status,
 					preview, output, required_approvals, self_approval, expires_at, on_timeout, created_at)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'open', $9, $10, $11, $12, $13, $14, $15) RETURNING *),
-			upd AS (UPDATE workflow_runs SET hold_id = $1 WHERE id = $2)
+			-- A run held again (its output's review after a Token budget
+			-- hold) starts its new hold undecided.
+			upd AS (UPDATE workflow_runs SET hold_id = $1, decision = '', decided_output = NULL WHERE id = $2)
 			SELECT `+holdColumns+` FROM ins`,
 			hp.ID, p.RunID, hp.ItemID, hp.SessionID, hp.OwnerUID, hp.Command, hp.WorkflowName, hp.GateLabel,
 			hp.Preview, hp.Output, max(hp.RequiredApprovals, 1), hp.SelfApproval, hp.ExpiresAt, hp.OnTimeout, now))
@@ -246,7 +259,7 @@ func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.R
 			}
 		}
 		cur, err := settleRunTx(ctx, tx, p.RunID, &p.Lease, p.Status, p.ErrorKind, p.Error,
-			p.Manifest, p.Steps, p.State, p.Guards, memoID, now)
+			p.Manifest, p.Steps, p.State, p.Guards, p.Usage, memoID, now)
 		if err != nil {
 			return err
 		}
@@ -260,6 +273,9 @@ func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.R
 		}
 		out = &store.Run{ID: cur.id, ItemID: cur.itemID, SessionID: cur.sessionID, Status: p.Status, ErrorKind: p.ErrorKind,
 			Error: p.Error, Steps: p.Steps, DispatchMemoID: memoID, FinishedAt: &now, UpdatedAt: now}
+		if p.Usage != nil {
+			out.Model, out.TokensIn, out.TokensOut = p.Usage.Model, p.Usage.TokensIn, p.Usage.TokensOut
+		}
 		return appendEventList(ctx, tx, cur.sessionID, p.Events)
 	})
 	if err != nil {
@@ -271,14 +287,18 @@ func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.R
 // settleRunTx writes a run's final state. With lease set it is also the
 // fence: a run this writer no longer holds is ErrLeaseLost.
 func settleRunTx(ctx context.Context, tx *txn, runID string, lease *int64, status, errKind, errMsg string,
-	manifest json.RawMessage, steps []store.RunStep, state, guards json.RawMessage, memoID string, now time.Time) (*fenced, error) {
+	manifest json.RawMessage, steps []store.RunStep, state, guards json.RawMessage, usage *store.RunUsage, memoID string,
+	now time.Time) (*fenced, error) {
+	model, tin, tout := usageArgs(usage)
 	q := `UPDATE workflow_runs SET status = $1, error_kind = $2, error = $3,
 		manifest = COALESCE($4, manifest), steps = COALESCE($5, steps), state = COALESCE($6, state), guards = COALESCE($7, guards),
+		model = COALESCE($11, model), tokens_in = COALESCE($12, tokens_in), tokens_out = COALESCE($13, tokens_out),
 		dispatch_memo_id = CASE WHEN $8 = '' THEN dispatch_memo_id ELSE $8 END, lease = lease + 1,
 		heartbeat_at = $9, updated_at = $9, finished_at = $9 WHERE id = $10`
-	args := []any{status, errKind, errMsg, rawArg(manifest), stepsArg(steps), rawArg(state), rawArg(guards), memoID, now, runID}
+	args := []any{status, errKind, errMsg, rawArg(manifest), stepsArg(steps), rawArg(state), rawArg(guards), memoID, now, runID,
+		model, tin, tout}
 	if lease != nil {
-		q += ` AND lease = $11 AND status = 'running'`
+		q += ` AND lease = $14 AND status = 'running'`
 		args = append(args, *lease)
 	}
 	f := &fenced{id: runID}

@@ -139,9 +139,9 @@ func outboxAddTx(ctx context.Context, tx *txn, msgs []*store.SlackOutboxAddParam
 			return 0, fmt.Errorf("outbox message needs a dedupe key, queue and channel: %+v", m)
 		}
 		tag, err := tx.Exec(ctx, `INSERT INTO slack_outbox
-			(dedupe_key, queue, method, channel, thread_ts, recipient, text, blocks, ref_key, next_at, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10) ON CONFLICT (dedupe_key) DO NOTHING`,
-			m.DedupeKey, m.Queue, m.Method, m.Channel, m.ThreadTS, m.User, m.Text, m.Blocks, m.RefKey, now)
+			(dedupe_key, queue, method, channel, thread_ts, recipient, text, blocks, ref_key, trace_context, next_at, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) ON CONFLICT (dedupe_key) DO NOTHING`,
+			m.DedupeKey, m.Queue, m.Method, m.Channel, m.ThreadTS, m.User, m.Text, m.Blocks, m.RefKey, m.TraceContext, now)
 		if err != nil {
 			return 0, err
 		}
@@ -164,7 +164,7 @@ func (db *DB) SlackOutboxAdd(ctx context.Context, msgs []*store.SlackOutboxAddPa
 	return n, nil
 }
 
-const outboxColumns = `id, dedupe_key, queue, method, channel, thread_ts, recipient, text, blocks, ref_key, status, attempts,
+const outboxColumns = `id, dedupe_key, queue, method, channel, thread_ts, recipient, text, blocks, ref_key, trace_context, status, attempts,
 	next_at, last_error, sent_ts, created_at, sent_at, attempted_at`
 
 // outboxHeads is each queue's oldest pending message: only heads are sent,
@@ -174,7 +174,7 @@ const outboxHeads = `SELECT MIN(id) FROM slack_outbox WHERE status = 'pending' G
 func scanOutbox(row scanner) (*store.SlackOutboxMsg, error) {
 	var m store.SlackOutboxMsg
 	if err := row.Scan(&m.ID, &m.DedupeKey, &m.Queue, &m.Method, &m.Channel, &m.ThreadTS, &m.User, &m.Text, &m.Blocks,
-		&m.RefKey, &m.Status, &m.Attempts, &m.NextAt, &m.LastError, &m.SentTS, &m.CreatedAt, &m.SentAt, &m.AttemptedAt); err != nil {
+		&m.RefKey, &m.TraceContext, &m.Status, &m.Attempts, &m.NextAt, &m.LastError, &m.SentTS, &m.CreatedAt, &m.SentAt, &m.AttemptedAt); err != nil {
 		return nil, interpretError(err)
 	}
 	return &m, nil

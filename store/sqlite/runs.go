@@ -14,8 +14,9 @@ import (
 
 // Runs are read joined with their item for the payload and stub version.
 const runColumns = `r.id, r.item_id, r.workflow_memo_id, r.command, r.session_id, r.owner_uid, i.payload, i.target_version,
-	r.status, r.manifest, r.steps, r.state, r.guards, r.error_kind, r.error, r.hold_id, r.decision, r.decided_output,
-	r.dispatch_memo_id, r.lease, r.runner_id, r.heartbeat_at, r.recovery_attempts, r.created_at, r.updated_at, r.finished_at`
+	i.trace_context, r.status, r.manifest, r.steps, r.state, r.guards, r.error_kind, r.error, r.hold_id, r.decision, r.decided_output,
+	r.dispatch_memo_id, r.model, r.tokens_in, r.tokens_out, r.lease, r.runner_id, r.heartbeat_at, r.recovery_attempts,
+	r.created_at, r.updated_at, r.finished_at`
 
 const (
 	runFrom          = ` FROM workflow_runs r JOIN workflow_queue_items i ON i.id = r.item_id`
@@ -31,8 +32,9 @@ func scanRun(row scanner) (*store.Run, error) {
 		finished                           sql.NullString
 	)
 	if err := row.Scan(&r.ID, &r.ItemID, &r.WorkflowMemoID, &r.Command, &r.SessionID, &r.OwnerUID, &payload, &r.TargetVersion,
-		&r.Status, &manifest, &steps, &state, &guards, &r.ErrorKind, &r.Error, &r.HoldID, &r.Decision, &decided,
-		&r.DispatchMemoID, &r.Lease, &r.RunnerID, &heartbeat, &r.RecoveryAttempts, &created, &update, &finished); err != nil {
+		&r.TraceContext, &r.Status, &manifest, &steps, &state, &guards, &r.ErrorKind, &r.Error, &r.HoldID, &r.Decision, &decided,
+		&r.DispatchMemoID, &r.Model, &r.TokensIn, &r.TokensOut, &r.Lease, &r.RunnerID, &heartbeat, &r.RecoveryAttempts,
+		&created, &update, &finished); err != nil {
 		return nil, interpretError(err)
 	}
 	r.Payload = decodeMap(payload)
@@ -150,16 +152,27 @@ func stepsArg(steps []store.RunStep) any {
 	return encodeJSON(steps)
 }
 
+// usageArgs passes a run's usage to COALESCE(?, column) updates: nil keeps
+// the columns.
+func usageArgs(u *store.RunUsage) (model, tokensIn, tokensOut any) {
+	if u == nil {
+		return nil, nil, nil
+	}
+	return u.Model, u.TokensIn, u.TokensOut
+}
+
 func checkpointTx(ctx context.Context, tx *sql.Tx, p *store.RunCheckpointParams, status string) (*fenced, error) {
 	cur, err := fence(ctx, tx, p.RunID, p.Lease)
 	if err != nil {
 		return nil, err
 	}
 	ts := formatTime(nowOr(p.Now))
+	model, tin, tout := usageArgs(p.Usage)
 	_, err = tx.ExecContext(ctx, `UPDATE workflow_runs SET status = ?, manifest = COALESCE(?, manifest),
 		steps = COALESCE(?, steps), state = COALESCE(?, state), guards = COALESCE(?, guards),
+		model = COALESCE(?, model), tokens_in = COALESCE(?, tokens_in), tokens_out = COALESCE(?, tokens_out),
 		heartbeat_at = ?, updated_at = ? WHERE id = ?`,
-		status, rawArg(p.Manifest), stepsArg(p.Steps), rawArg(p.State), rawArg(p.Guards), ts, ts, p.RunID)
+		status, rawArg(p.Manifest), stepsArg(p.Steps), rawArg(p.State), rawArg(p.Guards), model, tin, tout, ts, ts, p.RunID)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +253,10 @@ func (db *DB) RunSuspend(ctx context.Context, p *store.RunSuspendParams) (*store
 			hp.OnTimeout, ts); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET hold_id = ? WHERE id = ?`, hp.ID, p.RunID); err != nil {
+		// A run held again (its output's review after a Token budget hold)
+		// starts its new hold undecided.
+		if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET hold_id = ?, decision = '', decided_output = NULL
+			WHERE id = ?`, hp.ID, p.RunID); err != nil {
 			return err
 		}
 		var err error
@@ -270,7 +286,7 @@ func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.R
 		}
 		// The fence and the run's final write are one statement.
 		cur, err := settleRunTx(ctx, tx, p.RunID, &p.Lease, p.Status, p.ErrorKind, p.Error,
-			p.Manifest, p.Steps, p.State, p.Guards, memoID, now)
+			p.Manifest, p.Steps, p.State, p.Guards, p.Usage, memoID, now)
 		if err != nil {
 			return err
 		}
@@ -285,6 +301,9 @@ func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.R
 		// What the events need, without reading the row back.
 		out = &store.Run{ID: cur.id, ItemID: cur.itemID, SessionID: cur.sessionID, Status: p.Status, ErrorKind: p.ErrorKind,
 			Error: p.Error, Steps: p.Steps, DispatchMemoID: memoID, FinishedAt: &now, UpdatedAt: now}
+		if p.Usage != nil {
+			out.Model, out.TokensIn, out.TokensOut = p.Usage.Model, p.Usage.TokensIn, p.Usage.TokensOut
+		}
 		return appendEventList(ctx, tx, cur.sessionID, p.Events)
 	})
 	if err != nil {
@@ -296,14 +315,17 @@ func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.R
 // settleRunTx writes a run's final state. With lease set it is also the
 // fence: a run this writer no longer holds is ErrLeaseLost.
 func settleRunTx(ctx context.Context, tx *sql.Tx, runID string, lease *int64, status, errKind, errMsg string,
-	manifest json.RawMessage, steps []store.RunStep, state, guards json.RawMessage, memoID string, now time.Time) (*fenced, error) {
+	manifest json.RawMessage, steps []store.RunStep, state, guards json.RawMessage, usage *store.RunUsage, memoID string,
+	now time.Time) (*fenced, error) {
 	ts := formatTime(now)
+	model, tin, tout := usageArgs(usage)
 	q := `UPDATE workflow_runs SET status = ?, error_kind = ?, error = ?,
 		manifest = COALESCE(?, manifest), steps = COALESCE(?, steps), state = COALESCE(?, state), guards = COALESCE(?, guards),
+		model = COALESCE(?, model), tokens_in = COALESCE(?, tokens_in), tokens_out = COALESCE(?, tokens_out),
 		dispatch_memo_id = CASE WHEN ? = '' THEN dispatch_memo_id ELSE ? END, lease = lease + 1,
 		heartbeat_at = ?, updated_at = ?, finished_at = ? WHERE id = ?`
 	args := []any{status, errKind, errMsg, rawArg(manifest), stepsArg(steps), rawArg(state), rawArg(guards),
-		memoID, memoID, ts, ts, ts, runID}
+		model, tin, tout, memoID, memoID, ts, ts, ts, runID}
 	if lease != nil {
 		q += ` AND lease = ? AND status = 'running'`
 		args = append(args, *lease)
@@ -334,7 +356,7 @@ func settleItemTx(ctx context.Context, tx *sql.Tx, itemID, status, itemStatus st
 // decisions, cancellation), with its item.
 func settleTx(ctx context.Context, tx *sql.Tx, runID, itemID, status, itemStatus, errKind, errMsg string,
 	manifest json.RawMessage, steps []store.RunStep, state, guards json.RawMessage, memoID string, now time.Time) error {
-	if _, err := settleRunTx(ctx, tx, runID, nil, status, errKind, errMsg, manifest, steps, state, guards, memoID, now); err != nil {
+	if _, err := settleRunTx(ctx, tx, runID, nil, status, errKind, errMsg, manifest, steps, state, guards, nil, memoID, now); err != nil {
 		return err
 	}
 	return settleItemTx(ctx, tx, itemID, status, itemStatus, now)

@@ -174,4 +174,5 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	runSlack(t, newStore)
 	runEngine(t, newStore)
 	runSearch(t, newStore)
+	runInsight(t, newStore)
 }
