@@ -246,4 +246,3 @@ type kindCount struct {
 	kind string
 	n    int64
 }
-

@@ -61,4 +61,5 @@ func TestIsURL(t *testing.T) {
 	require.True(t, postgres.IsURL("postgresql://u@h/db"))
 	require.False(t, postgres.IsURL("data/holdfast.db"))
 	require.False(t, postgres.IsURL("file:postgres://x"))
+	require.Equal(t, "HOLDFAST_TEST_POSTGRES", pgtest.EnvURL)
 }
