@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -155,17 +154,21 @@ func (t *txn) flushEvents(ctx context.Context) error {
 	}
 	// The lock is taken in the statement that inserts, before its first row
 	// (and so its first id) is made.
-	rows, err := t.Query(ctx, `INSERT INTO session_events (session_id, ts, type, actor, payload)
-		SELECT u.sid, u.ts, u.typ, u.actor, u.payload
-		FROM (SELECT pg_advisory_xact_lock($1)) AS l,
-			unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS u(sid, ts, typ, actor, payload, ord)
-		ORDER BY u.ord
-		RETURNING id`, t.db.eventsLockKey, sids, tss, types, actors, payloads)
+	// The notice goes in the same statement (one round trip): pg_notify
+	// runs once, over the ids inserted, and is delivered at commit.
+	rows, err := t.Query(ctx, `WITH ins AS (
+			INSERT INTO session_events (session_id, ts, type, actor, payload)
+			SELECT u.sid, u.ts, u.typ, u.actor, u.payload
+			FROM (SELECT pg_advisory_xact_lock($1)) AS l,
+				unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS u(sid, ts, typ, actor, payload, ord)
+			ORDER BY u.ord
+			RETURNING id)
+		SELECT ins.id FROM ins, (SELECT pg_notify($7, MAX(id)::text) FROM ins) AS notice ORDER BY ins.id`,
+		t.db.eventsLockKey, sids, tss, types, actors, payloads, t.db.eventsChannel)
 	if err != nil {
 		return err
 	}
 	i := 0
-	var maxID int64
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
@@ -175,14 +178,15 @@ func (t *txn) flushEvents(ctx context.Context) error {
 		if i < n {
 			t.pending[i].ev.ID = id
 		}
-		maxID = max(maxID, id)
 		i++
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	if i != n {
+		return fmt.Errorf("events: %d inserted, %d expected", i, n)
+	}
 	t.pending = t.pending[:0]
-	_, err = t.Exec(ctx, `SELECT pg_notify($1, $2)`, t.db.eventsChannel, strconv.FormatInt(maxID, 10))
-	return err
+	return nil
 }

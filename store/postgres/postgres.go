@@ -50,6 +50,9 @@ type Config struct {
 	URL string
 	// MaxConns bounds the pool when the URL does not (default 16).
 	MaxConns int32
+	// Tracer, when set, sees every statement the pool runs (benchmarks
+	// count database round trips with it).
+	Tracer pgx.QueryTracer
 }
 
 // DB is the PostgreSQL store.
@@ -90,6 +93,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		if cfg.MaxConns > 0 {
 			pc.MaxConns = cfg.MaxConns
 		}
+	}
+	if cfg.Tracer != nil {
+		pc.ConnConfig.Tracer = cfg.Tracer
 	}
 	pc.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
 		registerUTC(c)
