@@ -245,16 +245,11 @@ func (x *exec) load(ctx context.Context) error {
 			}
 			return err
 		}
-		m, errs := x.e.lib.Compile(ctx, memo.Body)
+		m, raw, errs := x.e.lib.CompileMemo(ctx, memo)
 		if len(errs) > 0 {
 			return failf(KindCompile, "workflow does not compile: %s", errs.Error())
 		}
-		x.manifest = m
-		raw, err := json.Marshal(m)
-		if err != nil {
-			return err
-		}
-		x.rawMan, x.manDirty = raw, true
+		x.manifest, x.rawMan, x.manDirty = m, raw, true
 	}
 	x.steps = r.Steps
 	if len(x.steps) != len(x.manifest.Steps) {
