@@ -91,12 +91,11 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 		if sessionID == "" && p.NewSession != nil {
 			sp := *p.NewSession
 			sp.Tags = append(append([]string{}, sp.Tags...), "workflow:"+p.ID)
-			s, err := sessionCreateTx(ctx, tx, store.NewID("ses"), &sp)
-			if err != nil {
+			sessionID = store.NewID("ses")
+			if err := sessionInsertTx(ctx, tx, sessionID, &sp); err != nil {
 				return err
 			}
-			sessionID = s.ID
-			if _, err := tx.ExecContext(ctx, `UPDATE workflow_queue_items SET session_id = ? WHERE id = ?`, s.ID, p.ID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE workflow_queue_items SET session_id = ? WHERE id = ?`, sessionID, p.ID); err != nil {
 				return err
 			}
 		}
