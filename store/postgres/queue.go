@@ -58,12 +58,11 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 		if sessionID == "" && p.NewSession != nil {
 			sp := *p.NewSession
 			sp.Tags = append(append([]string{}, sp.Tags...), "workflow:"+p.ID)
-			s, err := sessionCreateTx(ctx, tx, store.NewID("ses"), &sp)
-			if err != nil {
+			sessionID = store.NewID("ses")
+			if err := sessionInsertTx(ctx, tx, sessionID, &sp); err != nil {
 				return err
 			}
-			sessionID = s.ID
-			if _, err := tx.Exec(ctx, `UPDATE workflow_queue_items SET session_id = $1 WHERE id = $2`, s.ID, p.ID); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE workflow_queue_items SET session_id = $1 WHERE id = $2`, sessionID, p.ID); err != nil {
 				return err
 			}
 		}

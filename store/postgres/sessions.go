@@ -48,6 +48,15 @@ func (db *DB) SessionCreate(ctx context.Context, p *store.SessionCreateParams) (
 }
 
 func sessionCreateTx(ctx context.Context, tx *txn, id string, p *store.SessionCreateParams) (*store.Session, error) {
+	if err := sessionInsertTx(ctx, tx, id, p); err != nil {
+		return nil, err
+	}
+	return sessionGet(ctx, tx, id)
+}
+
+// sessionInsertTx writes a session, its tags and first events; callers that
+// need the row back read it (an enqueue that mints a session does not).
+func sessionInsertTx(ctx context.Context, tx *txn, id string, p *store.SessionCreateParams) error {
 	now := utc(time.Now())
 	tags := normTags(p.Tags)
 	ctxMap := p.Context
@@ -64,14 +73,14 @@ func sessionCreateTx(ctx context.Context, tx *txn, id string, p *store.SessionCr
 		id, p.Title, p.Origin, p.Platform, encodeJSON(tags), encodeJSON(ctxMap), encodeJSON(caps),
 		p.ForkedFrom, p.Policy, p.CallerUser, p.CallerKeyID, p.CreatedBy, now)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(tags) > 0 {
 		if _, err := tx.Exec(ctx, `INSERT INTO session_tags (tag, session_id) SELECT t, $2 FROM unnest($1::text[]) AS t`, tags, id); err != nil {
 			if isConflict(err) {
-				return nil, fmt.Errorf("%w: a tag of %q belongs to another session", store.ErrConflict, strings.Join(tags, ", "))
+				return fmt.Errorf("%w: a tag of %q belongs to another session", store.ErrConflict, strings.Join(tags, ", "))
 			}
-			return nil, err
+			return err
 		}
 	}
 	if len(p.Events) > 0 {
@@ -81,10 +90,10 @@ func sessionCreateTx(ctx context.Context, tx *txn, id string, p *store.SessionCr
 			evs[i] = *e
 		}
 		if err := appendEventList(ctx, tx, id, evs); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return sessionGet(ctx, tx, id)
+	return nil
 }
 
 func sessionGet(ctx context.Context, q querier, id string) (*store.Session, error) {
