@@ -40,11 +40,11 @@ func (db *DB) ConsoleSessionGetByID(ctx context.Context, id string) (*store.Cons
 		u store.User
 	)
 	err := db.pool.QueryRow(ctx, `SELECT cs.id, cs.secret_hash, cs.user_id, cs.csrf_token, cs.user_agent, cs.ip,
-		cs.created_at, cs.expires_at, u.id, u.username, u.password_hash, u.role, COALESCE(u.slack_user_id, ''), u.created_at
+		cs.created_at, cs.expires_at, u.id, u.username, u.password_hash, u.role, COALESCE(u.slack_user_id, ''), u.disabled, u.created_at
 		FROM console_sessions cs JOIN users u ON u.id = cs.user_id
 		WHERE cs.id = $1 AND cs.expires_at > $2`, id, time.Now()).
 		Scan(&s.ID, &s.SecretHash, &s.UserID, &s.CSRFToken, &s.UserAgent, &s.IP, &s.CreatedAt, &s.ExpiresAt,
-			&u.ID, &u.Username, &u.PasswordHash, &u.Role, &u.SlackUserID, &u.CreatedAt)
+			&u.ID, &u.Username, &u.PasswordHash, &u.Role, &u.SlackUserID, &u.Disabled, &u.CreatedAt)
 	if err != nil {
 		return nil, fmt.Errorf("console session: %w", interpretError(err))
 	}
@@ -152,4 +152,74 @@ func (db *DB) SignInFailureDeleteMany(ctx context.Context, keys []string) error 
 		return fmt.Errorf("sign-in failure delete: %w", err)
 	}
 	return nil
+}
+
+// userSet runs one UPDATE of a user (ErrNotFound when there is none) and
+// optionally ends the user's sign-in sessions in the same transaction.
+func (db *DB) userSet(ctx context.Context, what, userID string, endSessions bool, q string, args ...any) (*store.User, error) {
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		tag, err := tx.Exec(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return store.ErrNotFound
+		}
+		if endSessions {
+			_, err = tx.Exec(ctx, `DELETE FROM console_sessions WHERE user_id = $1`, userID)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("user %s set %s: %w", userID, what, err)
+	}
+	return db.UserGetByID(ctx, userID)
+}
+
+// UserDisabledSet disables (ending the user's sessions) or enables a user.
+func (db *DB) UserDisabledSet(ctx context.Context, userID string, disabled bool) (*store.User, error) {
+	return db.userSet(ctx, "disabled", userID, disabled, `UPDATE users SET disabled = $1 WHERE id = $2`, disabled, userID)
+}
+
+// UserPasswordSet replaces a user's password hash and ends their sessions.
+func (db *DB) UserPasswordSet(ctx context.Context, userID, passwordHash string) (*store.User, error) {
+	if passwordHash == "" {
+		return nil, fmt.Errorf("user %s set password: empty hash", userID)
+	}
+	return db.userSet(ctx, "password", userID, true, `UPDATE users SET password_hash = $1 WHERE id = $2`, passwordHash, userID)
+}
+
+// draftTTL is how long a console draft is kept.
+const draftTTL = 24 * time.Hour
+
+// ConsoleDraftCreate stores a draft and drops drafts older than a day.
+func (db *DB) ConsoleDraftCreate(ctx context.Context, d *store.ConsoleDraft) error {
+	if d.ID == "" || d.SessionID == "" {
+		return fmt.Errorf("console draft create: id and session are required")
+	}
+	now := utc(time.Now())
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM console_drafts WHERE created_at < $1`, now.Add(-draftTTL)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO console_drafts (id, session_id, body, created_at) VALUES ($1, $2, $3, $4)`,
+			d.ID, d.SessionID, d.Body, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("console draft create: %w", err)
+	}
+	return nil
+}
+
+// ConsoleDraftGetByID reads one of a session's drafts.
+func (db *DB) ConsoleDraftGetByID(ctx context.Context, id, sessionID string) (*store.ConsoleDraft, error) {
+	var d store.ConsoleDraft
+	err := db.pool.QueryRow(ctx, `SELECT id, session_id, body, created_at FROM console_drafts
+		WHERE id = $1 AND session_id = $2 AND created_at >= $3`, id, sessionID, time.Now().Add(-draftTTL)).
+		Scan(&d.ID, &d.SessionID, &d.Body, &d.CreatedAt)
+	if err != nil {
+		return nil, fmt.Errorf("console draft %s: %w", id, interpretError(err))
+	}
+	return &d, nil
 }

@@ -65,7 +65,10 @@ func (db *DB) holdQuery(ctx context.Context, q string, args ...any) ([]*store.Ho
 }
 
 // HoldList lists holds: open ones oldest first, decided ones newest first,
-// from p.After on, by (created_at, id).
+// from p.After on, by (created_at, id); the decided history (p.Decided)
+// newest decision first, by (decided_at, id). The open and decided status
+// conditions are written literally, so a cached generic plan can still use
+// the partial indexes (migration 003).
 func (db *DB) HoldList(ctx context.Context, p *store.HoldListParams) ([]*store.Hold, error) {
 	limit := p.Limit
 	if limit <= 0 || limit > 500 {
@@ -76,36 +79,66 @@ func (db *DB) HoldList(ctx context.Context, p *store.HoldListParams) ([]*store.H
 		args  []any
 	)
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
-	if p.SessionID != "" {
-		where = append(where, `session_id = `+arg(p.SessionID))
-	}
-	if p.Status != "" {
+	switch {
+	case p.Decided:
+		where = append(where, `status <> 'open'`)
+	case p.Status == store.HoldOpen:
+		where = append(where, `status = 'open'`)
+	case p.Status != "":
 		where = append(where, `status = `+arg(p.Status))
 	}
-	oldestFirst := p.Status == store.HoldOpen
-	if p.After != nil {
-		op := "<"
-		if oldestFirst {
-			op = ">"
+	where = append(where, holdFilters(p, arg)...)
+	oldestFirst := p.Status == store.HoldOpen && !p.Decided
+	order := ` ORDER BY created_at DESC, id DESC`
+	switch {
+	case p.Decided:
+		order = ` ORDER BY decided_at DESC, id DESC`
+		if p.After != nil {
+			where = append(where, `(decided_at, id) < (`+arg(p.After.CreatedAt)+`, `+arg(p.After.ID)+`)`)
 		}
-		where = append(where, `(created_at, id) `+op+` (`+arg(p.After.CreatedAt)+`, `+arg(p.After.ID)+`)`)
+	case oldestFirst:
+		order = ` ORDER BY created_at, id`
+		if p.After != nil {
+			where = append(where, `(created_at, id) > (`+arg(p.After.CreatedAt)+`, `+arg(p.After.ID)+`)`)
+		}
+	case p.After != nil:
+		where = append(where, `(created_at, id) < (`+arg(p.After.CreatedAt)+`, `+arg(p.After.ID)+`)`)
 	}
 	q := `SELECT ` + holdColumns + ` FROM holds`
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	if oldestFirst {
-		q += ` ORDER BY created_at, id`
-	} else {
-		q += ` ORDER BY created_at DESC, id DESC`
+	return db.holdQuery(ctx, q+order+` LIMIT `+arg(limit), args...)
+}
+
+// holdFilters is the WHERE of p's session, workflow and requester filters.
+func holdFilters(p *store.HoldListParams, arg func(any) string) []string {
+	var where []string
+	if p.SessionID != "" {
+		where = append(where, `session_id = `+arg(p.SessionID))
 	}
-	return db.holdQuery(ctx, q+` LIMIT `+arg(limit), args...)
+	if p.Command != "" {
+		where = append(where, `command = `+arg(p.Command))
+	}
+	if p.OwnerUID != "" {
+		where = append(where, `owner_uid = `+arg(p.OwnerUID))
+	}
+	return where
 }
 
 // HoldCountOpen counts open holds.
 func (db *DB) HoldCountOpen(ctx context.Context) (int64, error) {
+	return db.HoldCountOpenMatching(ctx, &store.HoldListParams{})
+}
+
+// HoldCountOpenMatching counts open holds matching p's workflow, requester
+// and session, over the open partial indexes.
+func (db *DB) HoldCountOpenMatching(ctx context.Context, p *store.HoldListParams) (int64, error) {
+	var args []any
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	where := append([]string{`status = 'open'`}, holdFilters(p, arg)...)
 	var n int64
-	if err := db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM holds WHERE status = 'open'`).Scan(&n); err != nil {
+	if err := db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM holds WHERE `+strings.Join(where, ` AND `), args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("hold count: %w", err)
 	}
 	return n, nil

@@ -218,11 +218,11 @@ func (db *DB) MemoSearch(ctx context.Context, p *store.MemoSearchParams) ([]*sto
 	}
 	if tsq != "" {
 		// Title matches weigh five times body matches, as SQLite's bm25(5, 1).
-		q += ` ORDER BY ts_rank('{0.1, 0.2, 0.2, 1.0}', search, to_tsquery('simple', $1)) DESC, updated_at DESC`
+		q += ` ORDER BY ts_rank('{0.1, 0.2, 0.2, 1.0}', search, to_tsquery('simple', $1)) DESC, updated_at DESC, id DESC`
 	} else {
-		q += ` ORDER BY updated_at DESC`
+		q += ` ORDER BY updated_at DESC, id DESC`
 	}
-	q += ` LIMIT ` + arg(limit)
+	q += ` LIMIT ` + arg(limit) + ` OFFSET ` + arg(max(p.Offset, 0))
 	if tsq != "" {
 		release, err := db.searchSlot(ctx)
 		if err != nil {

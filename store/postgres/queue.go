@@ -78,6 +78,18 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 	return it, created, nil
 }
 
+// QueueItemListByIDs reads items by primary key in one query.
+func (db *DB) QueueItemListByIDs(ctx context.Context, ids []string) ([]*store.QueueItem, error) {
+	if len(ids) == 0 {
+		return []*store.QueueItem{}, nil
+	}
+	out, err := queryAll(ctx, db.pool, scanItem, `SELECT `+itemColumns+` FROM workflow_queue_items WHERE id = ANY ($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("queue items: %w", err)
+	}
+	return out, nil
+}
+
 // QueueItemGetByID reads one item.
 func (db *DB) QueueItemGetByID(ctx context.Context, id string) (*store.QueueItem, error) {
 	it, err := scanItem(db.pool.QueryRow(ctx, `SELECT `+itemColumns+` FROM workflow_queue_items WHERE id = $1`, id))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -45,39 +44,6 @@ func (db *DB) RunGetByID(ctx context.Context, id string) (*store.Run, error) {
 		return nil, fmt.Errorf("run %s: %w", id, err)
 	}
 	return r, nil
-}
-
-// RunList lists runs newest first, by status or session when given, from
-// p.After on, by (created_at, id).
-func (db *DB) RunList(ctx context.Context, p *store.RunListParams) ([]*store.Run, error) {
-	limit := p.Limit
-	if limit <= 0 || limit > 500 {
-		limit = 100
-	}
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
-	if p.SessionID != "" {
-		where = append(where, `r.session_id = `+arg(p.SessionID))
-	}
-	if p.Status != "" {
-		where = append(where, `r.status = `+arg(p.Status))
-	}
-	if p.After != nil {
-		where = append(where, `(r.created_at, r.id) < (`+arg(p.After.CreatedAt)+`, `+arg(p.After.ID)+`)`)
-	}
-	q := `SELECT ` + runColumns + runFrom
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	q += ` ORDER BY r.created_at DESC, r.id DESC LIMIT ` + arg(limit)
-	out, err := queryAll(ctx, db.pool, scanRun, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("run list: %w", err)
-	}
-	return out, nil
 }
 
 // RunCountByStatus counts runs per status (for metrics).

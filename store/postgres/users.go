@@ -8,11 +8,11 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-const userColumns = `id, username, password_hash, role, COALESCE(slack_user_id, ''), created_at`
+const userColumns = `id, username, password_hash, role, COALESCE(slack_user_id, ''), disabled, created_at`
 
 func scanUser(row scanner) (*store.User, error) {
 	var u store.User
-	if err := row.Scan(&u.ID, &u.Username, &u.PasswordHash, &u.Role, &u.SlackUserID, &u.CreatedAt); err != nil {
+	if err := row.Scan(&u.ID, &u.Username, &u.PasswordHash, &u.Role, &u.SlackUserID, &u.Disabled, &u.CreatedAt); err != nil {
 		return nil, interpretError(err)
 	}
 	return &u, nil
