@@ -219,6 +219,28 @@ func (e *Engine) notify(evs ...Event) {
 	}
 }
 
+// onWork is the store's wake-up (store.WorkSubscribe): items enqueued or a
+// hold approved by any process wake a worker; a cancel request for a run
+// executing here cancels it at once rather than at its next heartbeat.
+func (e *Engine) onWork(w store.WorkNotice) {
+	switch w.Kind {
+	case store.WorkQueued:
+		e.signal()
+	case store.WorkResumable:
+		e.resumeHint.Store(true)
+		e.signal()
+	case store.WorkCancel:
+		cause := fmt.Errorf("%w by %s", errRunCancelled, w.Reason)
+		e.mu.Lock()
+		for _, id := range w.RunIDs {
+			if cancel := e.inflight[id]; cancel != nil {
+				cancel(cause)
+			}
+		}
+		e.mu.Unlock()
+	}
+}
+
 // signal wakes one idle worker (or leaves a wake-up for the next).
 func (e *Engine) signal() {
 	select {
@@ -232,6 +254,9 @@ func (e *Engine) signal() {
 // workers to stop. Runs interrupted by shutdown are released for immediate
 // recovery at the next start.
 func (e *Engine) Start(ctx context.Context) error {
+	// Work committed by any process wakes this one: on PostgreSQL an
+	// enqueue, a decision or a cancel request on another replica (SPEC §9).
+	e.store.WorkSubscribe(ctx, e.onWork)
 	var wg sync.WaitGroup
 	for i := range e.cfg.Workers {
 		wg.Add(1)

@@ -500,4 +500,33 @@ type EngineStore interface {
 	// or a conflict).
 	HoldDecisionAppend(ctx context.Context, d *HoldDecision) error
 	HoldDecisionList(ctx context.Context, holdID string) ([]*HoldDecision, error)
+
+	// WorkSubscribe calls fn after every commit that gave runners something
+	// to do: items enqueued (WorkQueued), a hold approved so its run may
+	// resume (WorkResumable), cancel requests recorded for running runs
+	// (WorkCancel, with their ids). A store shared by several processes
+	// (PostgreSQL, §9) notifies every one of them, which is how an enqueue on
+	// one replica starts the run on any replica within milliseconds and
+	// /terminate on one cancels a model call running on another. A wake-up,
+	// not a feed: notices may be dropped for a subscriber that falls behind
+	// (the engine's tick and heartbeat catch up), fn runs on its own
+	// goroutine, one call at a time. Calls stop when ctx is done or the
+	// store closes.
+	WorkSubscribe(ctx context.Context, fn func(WorkNotice))
+}
+
+// Kinds of WorkNotice.
+const (
+	WorkQueued    = "queued"
+	WorkResumable = "resumable"
+	WorkCancel    = "cancel"
+)
+
+// WorkNotice is one WorkSubscribe wake-up.
+type WorkNotice struct {
+	Kind string `json:"kind"`
+	// RunIDs and Reason are a WorkCancel's: the runs asked to cancel and the
+	// request's reason (who asked).
+	RunIDs []string `json:"runIds,omitempty"`
+	Reason string   `json:"reason,omitempty"`
 }

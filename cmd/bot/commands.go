@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/postgres"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
 )
 
@@ -112,8 +114,42 @@ func upperFirst(s string) string {
 // the same line.
 const installCommand = "go install -tags sqlite_fts5 github.com/holdfast-bot/holdfast/cmd/bot@latest"
 
-func openStore(ctx context.Context, c *config) (*sqlite.DB, error) {
-	return explainStoreError(sqlite.Open(ctx, sqlite.Config{Path: c.DB, Sync: c.DBSync}))
+// openStore opens the store HOLDFAST_DB names: PostgreSQL for a
+// postgres:// or postgresql:// URL (SPEC §9), else a SQLite file.
+func openStore(ctx context.Context, c *config) (store.Store, error) {
+	if postgres.IsURL(c.DB) {
+		db, err := postgres.Open(ctx, postgres.Config{URL: c.DB})
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", redactDB(c.DB), err)
+		}
+		return db, nil
+	}
+	db, err := explainStoreError(sqlite.Open(ctx, sqlite.Config{Path: c.DB, Sync: c.DBSync}))
+	if err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+// redactDB is HOLDFAST_DB as logs and messages may show it: a URL's
+// password is masked.
+func redactDB(dsn string) string {
+	if !postgres.IsURL(dsn) {
+		return dsn
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "postgres://…"
+	}
+	return u.Redacted()
+}
+
+// schemaVersion is the newest migration this binary knows for HOLDFAST_DB's store.
+func schemaVersion(dsn string) int {
+	if postgres.IsURL(dsn) {
+		return postgres.SchemaVersion()
+	}
+	return sqlite.SchemaVersion()
 }
 
 // explainStoreError turns a build without FTS5 (a plain `go install …@latest`
@@ -141,7 +177,7 @@ func cmdMigrate(ctx context.Context, args []string, env map[string]string, stdou
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "database %s is at schema version %d\n", c.DB, sqlite.SchemaVersion())
+	fmt.Fprintf(stdout, "database %s is at schema version %d\n", redactDB(c.DB), schemaVersion(c.DB))
 	return db.Close()
 }
 

@@ -42,7 +42,7 @@ type setting struct {
 func (c *config) settings() []setting {
 	return []setting{
 		{"HOLDFAST_ADDR", "addr", "127.0.0.1:8080", "listen address (console, API, Slack HTTP endpoints)", &c.Addr},
-		{"HOLDFAST_DB", "db", "data/holdfast.db", "SQLite file", &c.DB},
+		{"HOLDFAST_DB", "db", "data/holdfast.db", "SQLite file, or a postgres:// URL", &c.DB},
 		{"HOLDFAST_BASE_URL", "base-url", "", "public URL used in links posted to Slack (default http://<addr>)", &c.BaseURL},
 		{"HOLDFAST_INTERNAL_KEY", "internal-key", "", "key for /api/internal/* (empty: those routes answer 404)", &c.InternalKey},
 		{"HOLDFAST_ADMIN_PASSWORD", "admin-password", "", "bootstrap admin password (default: generated and printed once)", &c.AdminPassword},

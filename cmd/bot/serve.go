@@ -59,7 +59,13 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 		return err
 	}
 	lib := library.New(db, log)
-	if err := lib.SeedExamples(ctx); err != nil {
+	if err := lib.SeedExamples(ctx); errors.Is(err, store.ErrConflict) {
+		// Replicas starting together on a new database (SPEC §9) race to
+		// seed: the loser's second pass finds what the winner wrote.
+		if err := lib.SeedExamples(ctx); err != nil {
+			return err
+		}
+	} else if err != nil {
 		return err
 	}
 	// Before the runner and the API: indexes written before the store kept
@@ -124,7 +130,7 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	fmt.Fprintf(stdout, "Holdfast is listening on http://%s\n", ln.Addr())
-	log.Info("serving", slog.String("addr", ln.Addr().String()), slog.String("db", c.DB))
+	log.Info("serving", slog.String("addr", ln.Addr().String()), slog.String("db", redactDB(c.DB)))
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -162,6 +168,10 @@ func bootstrapAdmin(ctx context.Context, db store.Store, password string, stdout
 		return fmt.Errorf("bootstrap admin: %w", err)
 	}
 	if _, err := db.UserCreate(ctx, &store.User{Username: "admin", PasswordHash: string(hash), Role: store.RoleAdmin}); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			// Another replica starting on the same database created it first.
+			return nil
+		}
 		return fmt.Errorf("bootstrap admin: %w", err)
 	}
 	if generated {

@@ -354,5 +354,8 @@ func (db *DB) HoldDecide(ctx context.Context, p *store.HoldDecideParams) (*store
 	if err != nil {
 		return nil, fmt.Errorf("hold decide %s: %w", p.HoldID, err)
 	}
+	if p.RunDecision == store.HoldApproved && p.Outcome == nil {
+		db.work.notify(store.WorkNotice{Kind: store.WorkResumable})
+	}
 	return h, nil
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"sync"
 	"sync/atomic"
+
+	"github.com/holdfast-bot/holdfast/store"
 )
 
 // eventNotifier tells EventSubscribe's subscribers about committed
@@ -77,6 +79,59 @@ func (db *DB) EventSubscribe(ctx context.Context, fn func(lastEventID int64)) {
 					return
 				}
 				fn(s.last.Load())
+			}
+		}
+	}()
+}
+
+// workNotifier is WorkSubscribe's, in process: one SQLite file has one
+// process writing to it, so a notice need not travel further.
+type workNotifier struct {
+	mu   sync.Mutex
+	subs map[chan store.WorkNotice]struct{}
+}
+
+// notify hands w to every subscriber, dropping it for one that is behind
+// (a wake-up only).
+func (wn *workNotifier) notify(w store.WorkNotice) {
+	wn.mu.Lock()
+	defer wn.mu.Unlock()
+	for ch := range wn.subs {
+		select {
+		case ch <- w:
+		default:
+		}
+	}
+}
+
+// WorkSubscribe calls fn after commits that made work for runners, until
+// ctx is done or the store closes.
+func (db *DB) WorkSubscribe(ctx context.Context, fn func(store.WorkNotice)) {
+	wn := &db.work
+	ch := make(chan store.WorkNotice, 256)
+	wn.mu.Lock()
+	if wn.subs == nil {
+		wn.subs = map[chan store.WorkNotice]struct{}{}
+	}
+	wn.subs[ch] = struct{}{}
+	wn.mu.Unlock()
+	go func() {
+		defer func() {
+			wn.mu.Lock()
+			delete(wn.subs, ch)
+			wn.mu.Unlock()
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-db.stop:
+				return
+			case w := <-ch:
+				if ctx.Err() != nil {
+					return
+				}
+				fn(w)
 			}
 		}
 	}()

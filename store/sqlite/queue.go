@@ -107,6 +107,9 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 	if err != nil {
 		return nil, false, fmt.Errorf("enqueue %s: %w", p.Command, err)
 	}
+	if created {
+		db.work.notify(store.WorkNotice{Kind: store.WorkQueued})
+	}
 	return it, created, nil
 }
 

@@ -196,13 +196,18 @@ func (db *DB) RunCancelRequest(ctx context.Context, runIDs []string, reason stri
 	for _, id := range runIDs {
 		args = append(args, id)
 	}
+	var stamped []string
 	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET cancel_requested = ?
-			WHERE id IN (`+placeholders(len(runIDs))+`) AND status = 'running' AND cancel_requested = ''`, args...)
+		var err error
+		stamped, err = selectIDs(ctx, tx, `UPDATE workflow_runs SET cancel_requested = ?
+			WHERE id IN (`+placeholders(len(runIDs))+`) AND status = 'running' AND cancel_requested = '' RETURNING id`, args...)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("run cancel request: %w", err)
+	}
+	if len(stamped) > 0 {
+		db.work.notify(store.WorkNotice{Kind: store.WorkCancel, RunIDs: stamped, Reason: reason})
 	}
 	return nil
 }

@@ -69,6 +69,7 @@ type DB struct {
 	closeOnce sync.Once
 
 	events eventNotifier // EventSubscribe's
+	work   workNotifier  // WorkSubscribe's
 }
 
 var _ store.Store = (*DB)(nil)

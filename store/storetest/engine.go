@@ -300,6 +300,49 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Equal(t, int64(2), ses.EventCount)
 	})
 
+	// SPEC §9: work committed by one process wakes the runners of every
+	// process sharing the store (on SQLite, the one process).
+	t.Run("WorkSubscribe", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		subCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		notices := make(chan store.WorkNotice, 256)
+		s.WorkSubscribe(subCtx, func(w store.WorkNotice) { notices <- w })
+		waitFor := func(kind string) store.WorkNotice {
+			t.Helper()
+			deadline := time.After(5 * time.Second)
+			for {
+				select {
+				case w := <-notices:
+					if w.Kind == kind {
+						return w
+					}
+				case <-deadline:
+					t.Fatalf("no %s notice", kind)
+				}
+			}
+		}
+		wf := workflow(t, s)
+		enqueue(t, s, wf, "a")
+		waitFor(store.WorkQueued)
+
+		r := claimOne(t, s, "a")
+		require.NoError(t, s.RunCancelRequest(ctx, []string{r.ID}, "ada"))
+		w := waitFor(store.WorkCancel)
+		require.Equal(t, []string{r.ID}, w.RunIDs)
+		require.Equal(t, "ada", w.Reason)
+
+		h, err := s.RunSuspend(ctx, &store.RunSuspendParams{RunCheckpointParams: store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease},
+			Hold: &store.Hold{ID: store.HoldIDForRun(r.ID), Command: "/w", GateLabel: "Check", Output: "out"}})
+		require.NoError(t, err)
+		_, err = s.HoldDecide(ctx, &store.HoldDecideParams{HoldID: h.ID, Status: store.HoldApproved, DecidedBy: "ada", DecidedVia: "api",
+			Approvals: []store.HoldApproval{{By: "ada", Key: "user:u1"}}, RunDecision: "approved",
+			Audit: store.HoldDecision{HoldID: h.ID, RunID: r.ID, Decision: "approve", DecidedBy: "ada", Outcome: store.AttemptAccepted}})
+		require.NoError(t, err)
+		waitFor(store.WorkResumable)
+	})
+
 	t.Run("HoldDecideIsACompareAndSet", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

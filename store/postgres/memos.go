@@ -1,0 +1,380 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+const memoColumns = `id, title, body, memo_type, tags, notes, unlisted, content_version, content_hash, created_at, updated_at`
+
+// sameName is how a name compares with a title (SQLite's NOCASE): lower()
+// under "C" folds ASCII letters only, on both sides.
+const sameName = `lower(title) = lower($1::text COLLATE "C")`
+
+func scanMemo(row scanner) (*store.Memo, error) {
+	var (
+		m    store.Memo
+		tags string
+	)
+	if err := row.Scan(&m.ID, &m.Title, &m.Body, &m.MemoType, &tags, &m.Notes, &m.Unlisted,
+		&m.ContentVersion, &m.ContentHash, &m.CreatedAt, &m.UpdatedAt); err != nil {
+		return nil, interpretError(err)
+	}
+	m.Tags = decodeStrings(tags)
+	return &m, nil
+}
+
+func encodeJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("postgres: marshal %T: %v", v, err)) // only called with JSON-safe types
+	}
+	return string(b)
+}
+
+func decodeStrings(s string) []string {
+	out := []string{}
+	_ = json.Unmarshal([]byte(s), &out)
+	return out
+}
+
+func decodeMap(s string) map[string]any {
+	m := map[string]any{}
+	_ = json.Unmarshal([]byte(s), &m)
+	return m
+}
+
+func normTags(tags []string) []string {
+	out := make([]string, 0, len(tags))
+	seen := map[string]bool{}
+	for _, t := range tags {
+		t = strings.TrimSpace(t)
+		if t != "" && !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// MemoCreate inserts a memo (and its workflow index row) in one transaction.
+func (db *DB) MemoCreate(ctx context.Context, p *store.MemoCreateParams) (*store.Memo, error) {
+	id := store.NewID("mem")
+	var m *store.Memo
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		var err error
+		m, err = memoCreateTx(ctx, tx, id, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("memo create: %w", err)
+	}
+	return m, nil
+}
+
+// memoCreateTx is shared with dispatch, which creates a run's memo inside
+// the transaction that settles the run.
+func memoCreateTx(ctx context.Context, tx *txn, id string, p *store.MemoCreateParams) (*store.Memo, error) {
+	now := utc(time.Now())
+	memoType := p.MemoType
+	if memoType == "" {
+		memoType = "note"
+	}
+	tags := normTags(p.Tags)
+	hash := store.HashContent(p.Body)
+	_, err := tx.Exec(ctx, `INSERT INTO memos (`+memoColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $9)`,
+		id, p.Title, p.Body, memoType, encodeJSON(tags), p.Notes, p.Unlisted, hash, now)
+	if err != nil {
+		return nil, err
+	}
+	if err := indexWriteTx(ctx, tx, &memoWrite{id: id, title: p.Title, body: p.Body, memoType: memoType,
+		own: p.Workflow, dependents: p.Dependents, now: now}); err != nil {
+		return nil, err
+	}
+	return &store.Memo{ID: id, Title: p.Title, Body: p.Body, MemoType: memoType, Tags: tags, Notes: p.Notes,
+		Unlisted: p.Unlisted, ContentVersion: 1, ContentHash: hash, CreatedAt: now, UpdatedAt: now}, nil
+}
+
+func memoGet(ctx context.Context, q querier, id string, lock bool) (*store.Memo, error) {
+	query := `SELECT ` + memoColumns + ` FROM memos WHERE id = $1`
+	if lock {
+		query += ` FOR UPDATE`
+	}
+	return scanMemo(q.QueryRow(ctx, query, id))
+}
+
+// MemoGetByID reads one memo.
+func (db *DB) MemoGetByID(ctx context.Context, id string) (*store.Memo, error) {
+	m, err := memoGet(ctx, db.pool, id, false)
+	if err != nil {
+		return nil, fmt.Errorf("memo %s: %w", id, err)
+	}
+	return m, nil
+}
+
+// MemoGetByTitle reads the newest memo with this title.
+func (db *DB) MemoGetByTitle(ctx context.Context, title string) (*store.Memo, error) {
+	m, err := scanMemo(db.pool.QueryRow(ctx, `SELECT `+memoColumns+` FROM memos
+		WHERE `+sameName+` ORDER BY updated_at DESC LIMIT 1`, title))
+	if err != nil {
+		return nil, fmt.Errorf("memo titled %q: %w", title, err)
+	}
+	return m, nil
+}
+
+// MemoUpdate applies a compare-and-set update on contentVersion.
+func (db *DB) MemoUpdate(ctx context.Context, p *store.MemoUpdateParams) (*store.Memo, error) {
+	var m *store.Memo
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		var err error
+		m, err = memoUpdateTx(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("memo update %s: %w", p.ID, err)
+	}
+	return m, nil
+}
+
+// memoUpdateTx is shared with dispatch. The row is read FOR UPDATE, so the
+// version check and the write see the same memo.
+func memoUpdateTx(ctx context.Context, tx *txn, p *store.MemoUpdateParams) (*store.Memo, error) {
+	cur, err := memoGet(ctx, tx, p.ID, true)
+	if err != nil {
+		return nil, err
+	}
+	if cur.ContentVersion != p.ExpectedVersion {
+		return nil, fmt.Errorf("%w: memo is at version %d, expected %d", store.ErrConflict, cur.ContentVersion, p.ExpectedVersion)
+	}
+	before := *cur
+	if p.Title != nil {
+		cur.Title = *p.Title
+	}
+	if p.Body != nil {
+		cur.Body = *p.Body
+	}
+	if p.Notes != nil {
+		cur.Notes = *p.Notes
+	}
+	if p.Tags != nil {
+		cur.Tags = normTags(*p.Tags)
+	}
+	if p.Unlisted != nil {
+		cur.Unlisted = *p.Unlisted
+	}
+	now := utc(time.Now())
+	cur.ContentVersion++
+	cur.ContentHash = store.HashContent(cur.Body)
+	cur.UpdatedAt = now
+	tag, err := tx.Exec(ctx, `UPDATE memos SET title = $1, body = $2, notes = $3, tags = $4, unlisted = $5,
+		content_version = content_version + 1, content_hash = $6, updated_at = $7
+		WHERE id = $8 AND content_version = $9`,
+		cur.Title, cur.Body, cur.Notes, encodeJSON(cur.Tags), cur.Unlisted, cur.ContentHash, now, p.ID, p.ExpectedVersion)
+	if err != nil {
+		return nil, err
+	}
+	if tag.RowsAffected() != 1 {
+		return nil, fmt.Errorf("%w: memo changed concurrently", store.ErrConflict)
+	}
+	if err := indexWriteTx(ctx, tx, &memoWrite{id: p.ID, before: &before, title: cur.Title, body: cur.Body, memoType: cur.MemoType,
+		own: p.Workflow, dependents: p.Dependents, now: now}); err != nil {
+		return nil, err
+	}
+	return cur, nil
+}
+
+// MemoSearch lists or full-text searches memos.
+func (db *DB) MemoSearch(ctx context.Context, p *store.MemoSearchParams) ([]*store.Memo, error) {
+	limit := p.Limit
+	if limit <= 0 || limit > 500 {
+		limit = 50
+	}
+	var (
+		where []string
+		args  []any
+		q     string
+	)
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	tsq := tsQuery(p.Query)
+	if tsq != "" {
+		where = append(where, "search @@ to_tsquery('simple', "+arg(tsq)+")")
+	}
+	if p.MemoType != "" {
+		where = append(where, "memo_type = "+arg(p.MemoType))
+	}
+	if !p.IncludeUnlisted {
+		where = append(where, "NOT unlisted")
+	}
+	q = `SELECT ` + memoColumns + ` FROM memos`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	if tsq != "" {
+		// Title matches weigh five times body matches, as SQLite's bm25(5, 1).
+		q += ` ORDER BY ts_rank('{0.1, 0.2, 0.2, 1.0}', search, to_tsquery('simple', $1)) DESC, updated_at DESC, id DESC`
+	} else {
+		q += ` ORDER BY updated_at DESC, id DESC`
+	}
+	q += ` LIMIT ` + arg(limit) + ` OFFSET ` + arg(max(p.Offset, 0))
+	if tsq != "" {
+		release, err := db.searchSlot(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("memo search: %w", err)
+		}
+		defer release()
+	}
+	out, err := queryAll(ctx, db.pool, scanMemo, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("memo search: %w", err)
+	}
+	return out, nil
+}
+
+// tsQuery turns any user text into a safe to_tsquery text under the rules
+// the SQLite store applies to FTS5 (its ftsQuery): only the first
+// store.MaxSearchChars characters are read, invalid UTF-8 and control
+// characters dropped; a double-quoted span is a phrase, anything else a
+// word; each term is cut into runs of letters, digits and private-use
+// characters, every token a quoted lexeme, so tsquery operators (& | ! <->
+// :* parentheses) are punctuation, never syntax; at most
+// store.MaxSearchTerms tokens in all, repeats searched once; a term of
+// several tokens is a phrase (<->) while the phrases hold at most
+// maxPhraseTokens tokens in all, and past that its separate words. All
+// terms must match (&). Text with no token answers "", which lists the
+// library instead of searching it.
+func tsQuery(s string) string {
+	var (
+		out            []string
+		seen           = map[string]bool{}
+		tokens, phrase int
+	)
+	add := func(toks []string) bool {
+		key := strings.ToLower(strings.Join(toks, " "))
+		if !seen[key] {
+			seen[key] = true
+			tokens += len(toks)
+			// Tokens hold only letters and digits: no quote to escape.
+			q := make([]string, len(toks))
+			for i, t := range toks {
+				q[i] = "'" + t + "'"
+			}
+			out = append(out, "("+strings.Join(q, " <-> ")+")")
+		}
+		return tokens < store.MaxSearchTerms
+	}
+	for _, term := range searchTerms(s) {
+		toks := ftsTokens(term)
+		if len(toks) > 1 && phrase+len(toks) <= maxPhraseTokens && tokens+len(toks) <= store.MaxSearchTerms {
+			phrase += len(toks)
+			if !add(toks) {
+				break
+			}
+			continue
+		}
+		full := false
+		for _, tok := range toks {
+			if full = !add([]string{tok}); full {
+				break
+			}
+		}
+		if full {
+			break
+		}
+	}
+	return strings.Join(out, " & ")
+}
+
+// maxPhraseTokens bounds the tokens searched as phrases (see tsQuery), as on
+// SQLite: a phrase costs a position check per token in every memo holding
+// all its tokens.
+const maxPhraseTokens = 8
+
+// searchTerms cleans s (first store.MaxSearchChars characters, valid UTF-8,
+// no control characters) and splits it into words and double-quoted
+// phrases; an unclosed quote runs to the end, and a term the character cap
+// cuts in two is dropped.
+func searchTerms(s string) []string {
+	var (
+		terms []string
+		cur   strings.Builder
+		quote bool
+		n     int
+	)
+	flush := func() {
+		if cur.Len() > 0 {
+			terms = append(terms, cur.String())
+			cur.Reset()
+		}
+	}
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		s = s[size:]
+		if r == utf8.RuneError && size == 1 {
+			continue
+		}
+		if n == store.MaxSearchChars {
+			if !unicode.IsSpace(r) && r != '"' {
+				cur.Reset()
+			}
+			break
+		}
+		n++
+		switch {
+		case r == '"':
+			flush()
+			quote = !quote
+		case unicode.IsSpace(r):
+			if quote {
+				cur.WriteRune(' ')
+			} else {
+				flush()
+			}
+		case unicode.IsControl(r):
+		default:
+			cur.WriteRune(r)
+		}
+	}
+	flush()
+	return terms
+}
+
+// cleanSearchText is the text a session filter searches for: the first
+// store.MaxSearchChars characters of s, invalid UTF-8 and control
+// characters dropped (whitespace ones become spaces), trimmed.
+func cleanSearchText(s string) string {
+	var (
+		b strings.Builder
+		n int
+	)
+	for len(s) > 0 && n < store.MaxSearchChars {
+		r, size := utf8.DecodeRuneInString(s)
+		s = s[size:]
+		if r == utf8.RuneError && size == 1 {
+			continue
+		}
+		n++
+		switch {
+		case unicode.IsSpace(r):
+			b.WriteByte(' ')
+		case unicode.IsControl(r):
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// ftsTokens cuts a term into runs of letters, digits and private-use
+// characters.
+func ftsTokens(term string) []string {
+	return strings.FieldsFunc(term, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.Is(unicode.Co, r)
+	})
+}

@@ -1,0 +1,341 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// SlackInboxAdd stores deliveries in one transaction; ON CONFLICT DO
+// NOTHING on the unique key makes a redelivery a no-op.
+func (db *DB) SlackInboxAdd(ctx context.Context, items []*store.SlackInboxAddParams) ([]bool, error) {
+	added := make([]bool, len(items))
+	now := utc(time.Now())
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		for i, it := range items {
+			tag, err := tx.Exec(ctx, `INSERT INTO slack_inbox (key, kind, body, received_at) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (key) DO NOTHING`, it.Key, it.Kind, it.Body, now)
+			if err != nil {
+				return err
+			}
+			added[i] = tag.RowsAffected() == 1
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("slack inbox add: %w", err)
+	}
+	return added, nil
+}
+
+// SlackInboxPending lists unprocessed deliveries, oldest first.
+func (db *DB) SlackInboxPending(ctx context.Context, limit int) ([]*store.SlackInboxItem, error) {
+	rows, err := db.pool.Query(ctx, `SELECT id, key, kind, body, received_at FROM slack_inbox
+		WHERE processed_at IS NULL ORDER BY id LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("slack inbox pending: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.SlackInboxItem
+	for rows.Next() {
+		var it store.SlackInboxItem
+		if err := rows.Scan(&it.ID, &it.Key, &it.Kind, &it.Body, &it.ReceivedAt); err != nil {
+			return nil, fmt.Errorf("slack inbox pending: %w", err)
+		}
+		out = append(out, &it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("slack inbox pending: %w", err)
+	}
+	return out, nil
+}
+
+func inboxDoneTx(ctx context.Context, tx *txn, id int64, errMsg string) error {
+	tag, err := tx.Exec(ctx, `UPDATE slack_inbox SET processed_at = $1, error = $2 WHERE id = $3 AND processed_at IS NULL`,
+		utc(time.Now()), errMsg, id)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("inbox delivery %d: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+// SlackInboxDone marks a delivery processed.
+func (db *DB) SlackInboxDone(ctx context.Context, id int64, errMsg string) error {
+	if err := db.tx(ctx, func(ctx context.Context, tx *txn) error { return inboxDoneTx(ctx, tx, id, errMsg) }); err != nil {
+		return fmt.Errorf("slack inbox done: %w", err)
+	}
+	return nil
+}
+
+// SlackInboxAppendEvent appends a transcript event and marks the delivery
+// processed in one transaction; the mark is a compare-and-set, so two
+// replicas processing one delivery append its line once.
+func (db *DB) SlackInboxAppendEvent(ctx context.Context, inboxID int64, p *store.EventAppendParams) (*store.Event, error) {
+	var ev *store.Event
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		if err := inboxDoneTx(ctx, tx, inboxID, ""); err != nil {
+			return err
+		}
+		var err error
+		ev, err = appendOne(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("slack inbox append event: %w", err)
+	}
+	return ev, nil
+}
+
+// SlackEventAppendOnce appends ev unless its session already holds an event
+// of its type from the same Slack event. The session row is locked first,
+// so the check and the append are atomic across replicas.
+func (db *DB) SlackEventAppendOnce(ctx context.Context, slackEventID string, p *store.EventAppendParams) (bool, error) {
+	if slackEventID == "" {
+		return false, fmt.Errorf("slack event append once: no slack event id")
+	}
+	q := *p
+	q.Payload = cloneStamp(p.Payload, "slackEventId", slackEventID)
+	added := false
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		added = false
+		// The lock first, the check in a statement of its own: its snapshot
+		// then sees any append that held the lock before.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE`, q.SessionID); err != nil {
+			return err
+		}
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_events WHERE session_id = $1 AND type = $2
+			AND payload::jsonb ->> 'slackEventId' = $3)`, q.SessionID, q.Type, slackEventID).Scan(&exists); err != nil {
+			return err
+		}
+		if exists {
+			return nil
+		}
+		if _, err := appendOne(ctx, tx, &q); err != nil {
+			return err
+		}
+		added = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("slack event append once: %w", err)
+	}
+	return added, nil
+}
+
+func outboxAddTx(ctx context.Context, tx *txn, msgs []*store.SlackOutboxAddParams) (int, error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	now := utc(time.Now())
+	added := 0
+	for _, m := range msgs {
+		if m.DedupeKey == "" || m.Queue == "" || m.Channel == "" {
+			return 0, fmt.Errorf("outbox message needs a dedupe key, queue and channel: %+v", m)
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO slack_outbox
+			(dedupe_key, queue, method, channel, thread_ts, recipient, text, blocks, ref_key, trace_context, next_at, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) ON CONFLICT (dedupe_key) DO NOTHING`,
+			m.DedupeKey, m.Queue, m.Method, m.Channel, m.ThreadTS, m.User, m.Text, m.Blocks, m.RefKey, m.TraceContext, now)
+		if err != nil {
+			return 0, err
+		}
+		added += int(tag.RowsAffected())
+	}
+	return added, nil
+}
+
+// SlackOutboxAdd queues Slack writes, skipping dedupe keys already queued.
+func (db *DB) SlackOutboxAdd(ctx context.Context, msgs []*store.SlackOutboxAddParams) (int, error) {
+	var n int
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		var err error
+		n, err = outboxAddTx(ctx, tx, msgs)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("slack outbox add: %w", err)
+	}
+	return n, nil
+}
+
+const outboxColumns = `id, dedupe_key, queue, method, channel, thread_ts, recipient, text, blocks, ref_key, trace_context, status, attempts,
+	next_at, last_error, sent_ts, created_at, sent_at, attempted_at`
+
+// outboxHeads is each queue's oldest pending message: only heads are sent,
+// which keeps a thread in order.
+const outboxHeads = `SELECT MIN(id) FROM slack_outbox WHERE status = 'pending' GROUP BY queue`
+
+func scanOutbox(row scanner) (*store.SlackOutboxMsg, error) {
+	var m store.SlackOutboxMsg
+	if err := row.Scan(&m.ID, &m.DedupeKey, &m.Queue, &m.Method, &m.Channel, &m.ThreadTS, &m.User, &m.Text, &m.Blocks,
+		&m.RefKey, &m.TraceContext, &m.Status, &m.Attempts, &m.NextAt, &m.LastError, &m.SentTS, &m.CreatedAt, &m.SentAt, &m.AttemptedAt); err != nil {
+		return nil, interpretError(err)
+	}
+	return &m, nil
+}
+
+// SlackOutboxDue answers each queue's oldest pending message when it is due.
+func (db *DB) SlackOutboxDue(ctx context.Context, now time.Time, limit int) ([]*store.SlackOutboxMsg, error) {
+	out, err := queryAll(ctx, db.pool, scanOutbox, `SELECT `+outboxColumns+` FROM slack_outbox
+		WHERE id IN (`+outboxHeads+`) AND next_at <= $1 ORDER BY id LIMIT $2`, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("slack outbox due: %w", err)
+	}
+	return out, nil
+}
+
+// SlackOutboxNextDue answers when the earliest queue head is due.
+func (db *DB) SlackOutboxNextDue(ctx context.Context) (time.Time, error) {
+	var next *time.Time
+	if err := db.pool.QueryRow(ctx, `SELECT MIN(next_at) FROM slack_outbox WHERE id IN (`+outboxHeads+`)`).Scan(&next); err != nil {
+		return time.Time{}, fmt.Errorf("slack outbox next due: %w", interpretError(err))
+	}
+	if next == nil {
+		return time.Time{}, fmt.Errorf("slack outbox next due: %w", store.ErrNotFound)
+	}
+	return *next, nil
+}
+
+// SlackOutboxGetByKey reads a message by dedupe key.
+func (db *DB) SlackOutboxGetByKey(ctx context.Context, key string) (*store.SlackOutboxMsg, error) {
+	m, err := scanOutbox(db.pool.QueryRow(ctx, `SELECT `+outboxColumns+` FROM slack_outbox WHERE dedupe_key = $1`, key))
+	if err != nil {
+		return nil, fmt.Errorf("slack outbox message %q: %w", key, err)
+	}
+	return m, nil
+}
+
+func (db *DB) outboxSet(ctx context.Context, what string, id int64, query string, args ...any) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		tag, err := tx.Exec(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("pending outbox message %d: %w", id, store.ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("slack outbox %s: %w", what, err)
+	}
+	return nil
+}
+
+// SlackOutboxAttempt records that a post of a pending message is starting,
+// keeping the first attempt's time.
+func (db *DB) SlackOutboxAttempt(ctx context.Context, id int64) error {
+	return db.outboxSet(ctx, "attempt", id, `UPDATE slack_outbox SET attempted_at = COALESCE(attempted_at, $1)
+		WHERE id = $2 AND status = 'pending'`, utc(time.Now()), id)
+}
+
+// SlackOutboxSent records a delivered message and its ts.
+func (db *DB) SlackOutboxSent(ctx context.Context, id int64, ts string) error {
+	return db.outboxSet(ctx, "sent", id, `UPDATE slack_outbox SET status = 'sent', attempts = attempts + 1, sent_ts = $1,
+		sent_at = $2, last_error = '' WHERE id = $3 AND status = 'pending'`, ts, utc(time.Now()), id)
+}
+
+// SlackOutboxRetry records a failed attempt and the next one's time.
+func (db *DB) SlackOutboxRetry(ctx context.Context, id int64, next time.Time, errMsg string) error {
+	return db.outboxSet(ctx, "retry", id, `UPDATE slack_outbox SET attempts = attempts + 1, next_at = $1, last_error = $2
+		WHERE id = $3 AND status = 'pending'`, next, errMsg, id)
+}
+
+// SlackOutboxFail marks a message failed for good, keeping it and its error.
+func (db *DB) SlackOutboxFail(ctx context.Context, id int64, errMsg string) error {
+	return db.outboxSet(ctx, "fail", id, `UPDATE slack_outbox SET status = 'failed', attempts = attempts + 1, last_error = $1
+		WHERE id = $2 AND status = 'pending'`, errMsg, id)
+}
+
+// SlackMirrorEvents lists events of Slack-tagged sessions after afterID.
+// Event ids commit in id order (see flushEvents), so a cursor past id n
+// never skips an event committed later.
+func (db *DB) SlackMirrorEvents(ctx context.Context, afterID int64, limit int) ([]*store.SlackMirrorEvent, error) {
+	out, err := queryAll(ctx, db.pool, func(row scanner) (*store.SlackMirrorEvent, error) {
+		var (
+			ev      store.SlackMirrorEvent
+			payload string
+		)
+		if err := row.Scan(&ev.ID, &ev.SessionID, &ev.TS, &ev.Type, &ev.Actor, &payload, &ev.Tag); err != nil {
+			return nil, err
+		}
+		ev.Payload = decodeMap(payload)
+		return &ev, nil
+	}, `SELECT e.id, e.session_id, e.ts, e.type, e.actor, e.payload, t.tag
+		FROM session_events e JOIN session_tags t ON t.session_id = e.session_id
+		WHERE e.id > $1 AND t.tag >= 'slack:' AND t.tag < 'slack;'
+		ORDER BY e.id LIMIT $2`, afterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("slack mirror events: %w", err)
+	}
+	return out, nil
+}
+
+// SlackMirrorCursor answers the mirror's cursor.
+func (db *DB) SlackMirrorCursor(ctx context.Context) (int64, error) {
+	var v int64
+	err := db.pool.QueryRow(ctx, `SELECT value FROM slack_cursors WHERE name = 'mirror'`).Scan(&v)
+	if isNoRows(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("slack mirror cursor: %w", err)
+	}
+	return v, nil
+}
+
+// SlackMirrorAdvance queues msgs and moves the cursor in one transaction.
+func (db *DB) SlackMirrorAdvance(ctx context.Context, eventID int64, msgs []*store.SlackOutboxAddParams) (int, error) {
+	var n int
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		var err error
+		if n, err = outboxAddTx(ctx, tx, msgs); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO slack_cursors (name, value) VALUES ('mirror', $1)
+			ON CONFLICT (name) DO UPDATE SET value = GREATEST(slack_cursors.value, excluded.value)`, eventID)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("slack mirror advance: %w", err)
+	}
+	return n, nil
+}
+
+// SlackPrune deletes old processed deliveries and sent messages in batches
+// of 500, each its own short transaction.
+func (db *DB) SlackPrune(ctx context.Context, inboxBefore, outboxBefore time.Time) (int64, error) {
+	var total int64
+	for _, q := range []struct {
+		query string
+		arg   time.Time
+	}{
+		{`DELETE FROM slack_inbox WHERE id IN (SELECT id FROM slack_inbox
+			WHERE processed_at IS NOT NULL AND received_at < $1 ORDER BY id LIMIT 500)`, inboxBefore},
+		{`DELETE FROM slack_outbox WHERE id IN (SELECT id FROM slack_outbox
+			WHERE status = 'sent' AND created_at < $1 AND dedupe_key NOT LIKE 'card:%' ORDER BY id LIMIT 500)`, outboxBefore},
+	} {
+		for {
+			var n int64
+			err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+				tag, err := tx.Exec(ctx, q.query, q.arg)
+				n = tag.RowsAffected()
+				return err
+			})
+			if err != nil {
+				return total, fmt.Errorf("slack prune: %w", err)
+			}
+			total += n
+			if n < 500 {
+				break
+			}
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,115 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+const userColumns = `id, username, password_hash, role, COALESCE(slack_user_id, ''), disabled, created_at`
+
+func scanUser(row scanner) (*store.User, error) {
+	var u store.User
+	if err := row.Scan(&u.ID, &u.Username, &u.PasswordHash, &u.Role, &u.SlackUserID, &u.Disabled, &u.CreatedAt); err != nil {
+		return nil, interpretError(err)
+	}
+	return &u, nil
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// UserCreate inserts a user; a taken username (ignoring ASCII case) or
+// Slack id is ErrConflict.
+func (db *DB) UserCreate(ctx context.Context, u *store.User) (*store.User, error) {
+	if !store.ValidRole(u.Role) {
+		return nil, fmt.Errorf("user create: invalid role %q", u.Role)
+	}
+	id := store.NewID("usr")
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		_, err := tx.Exec(ctx, `INSERT INTO users (id, username, password_hash, role, slack_user_id, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6)`, id, u.Username, u.PasswordHash, u.Role, nullable(u.SlackUserID), utc(time.Now()))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("user create %s: %w", u.Username, err)
+	}
+	return db.UserGetByID(ctx, id)
+}
+
+func (db *DB) userGet(ctx context.Context, where string, arg any) (*store.User, error) {
+	u, err := scanUser(db.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE `+where, arg))
+	if err != nil {
+		return nil, fmt.Errorf("user %v: %w", arg, err)
+	}
+	return u, nil
+}
+
+// UserGetByID reads a user by id.
+func (db *DB) UserGetByID(ctx context.Context, id string) (*store.User, error) {
+	return db.userGet(ctx, "id = $1", id)
+}
+
+// UserGetByUsername reads a user by name, ignoring ASCII case.
+func (db *DB) UserGetByUsername(ctx context.Context, username string) (*store.User, error) {
+	return db.userGet(ctx, `lower(username) = lower($1::text COLLATE "C")`, username)
+}
+
+// UserGetBySlackID reads the user linked to a Slack user id.
+func (db *DB) UserGetBySlackID(ctx context.Context, slackUserID string) (*store.User, error) {
+	return db.userGet(ctx, "slack_user_id = $1", slackUserID)
+}
+
+// UserList lists users by name.
+func (db *DB) UserList(ctx context.Context) ([]*store.User, error) {
+	out, err := queryAll(ctx, db.pool, scanUser, `SELECT `+userColumns+` FROM users ORDER BY lower(username), username`)
+	if err != nil {
+		return nil, fmt.Errorf("user list: %w", err)
+	}
+	return out, nil
+}
+
+// UserCount counts users (first start creates admin when zero).
+func (db *DB) UserCount(ctx context.Context) (int, error) {
+	var n int
+	if err := db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM users`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("user count: %w", err)
+	}
+	return n, nil
+}
+
+// APIKeyCreate stores a key's hash.
+func (db *DB) APIKeyCreate(ctx context.Context, k *store.APIKey) (*store.APIKey, error) {
+	if !store.ValidRole(k.Role) {
+		return nil, fmt.Errorf("api key create: invalid role %q", k.Role)
+	}
+	out := *k
+	out.ID = store.NewID("key")
+	out.CreatedAt = utc(time.Now())
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		_, err := tx.Exec(ctx, `INSERT INTO api_keys (id, name, role, key_hash, created_at) VALUES ($1, $2, $3, $4, $5)`,
+			out.ID, out.Name, out.Role, out.KeyHash, out.CreatedAt)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("api key create: %w", err)
+	}
+	return &out, nil
+}
+
+// APIKeyGetByHash looks a key up by hash.
+func (db *DB) APIKeyGetByHash(ctx context.Context, hash string) (*store.APIKey, error) {
+	var k store.APIKey
+	err := db.pool.QueryRow(ctx, `SELECT id, name, role, key_hash, created_at, last_used_at FROM api_keys WHERE key_hash = $1`, hash).
+		Scan(&k.ID, &k.Name, &k.Role, &k.KeyHash, &k.CreatedAt, &k.LastUsedAt)
+	if err != nil {
+		return nil, fmt.Errorf("api key: %w", interpretError(err))
+	}
+	return &k, nil
+}
