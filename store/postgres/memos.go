@@ -192,38 +192,8 @@ func memoUpdateTx(ctx context.Context, tx *txn, p *store.MemoUpdateParams) (*sto
 
 // MemoSearch lists or full-text searches memos.
 func (db *DB) MemoSearch(ctx context.Context, p *store.MemoSearchParams) ([]*store.Memo, error) {
-	limit := p.Limit
-	if limit <= 0 || limit > 500 {
-		limit = 50
-	}
-	var (
-		where []string
-		args  []any
-		q     string
-	)
-	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
-	tsq := tsQuery(p.Query)
-	if tsq != "" {
-		where = append(where, "search @@ to_tsquery('simple', "+arg(tsq)+")")
-	}
-	if p.MemoType != "" {
-		where = append(where, "memo_type = "+arg(p.MemoType))
-	}
-	if !p.IncludeUnlisted {
-		where = append(where, "NOT unlisted")
-	}
-	q = `SELECT ` + memoColumns + ` FROM memos`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	if tsq != "" {
-		// Title matches weigh five times body matches, as SQLite's bm25(5, 1).
-		q += ` ORDER BY ts_rank('{0.1, 0.2, 0.2, 1.0}', search, to_tsquery('simple', $1)) DESC, updated_at DESC, id DESC`
-	} else {
-		q += ` ORDER BY updated_at DESC, id DESC`
-	}
-	q += ` LIMIT ` + arg(limit) + ` OFFSET ` + arg(max(p.Offset, 0))
-	if tsq != "" {
+	q, args, fts := memoSearchQuery(p)
+	if fts {
 		release, err := db.searchSlot(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("memo search: %w", err)
@@ -235,6 +205,78 @@ func (db *DB) MemoSearch(ctx context.Context, p *store.MemoSearchParams) ([]*sto
 		return nil, fmt.Errorf("memo search: %w", err)
 	}
 	return out, nil
+}
+
+// sameTag is how a tag filter compares with memo_tags.tag, which holds the
+// tag under lower() in "C" (ASCII letters folded, as SQLite's NOCASE).
+func sameTag(col, placeholder string) string {
+	return col + ` = lower(` + placeholder + `::text COLLATE "C")`
+}
+
+// memoSearchQuery builds MemoSearch's query, as the SQLite store's;
+// fts reports a full-text match.
+//
+//   - Text: the tsvector match (memos_search) drives, ranked by ts_rank;
+//     the filters are checked on its matches (a tag through memo_tags'
+//     primary key).
+//   - Tags without text: the first tag's memo_tags_listing range drives,
+//     newest first from UpdatedSince down to the LIMIT; further tags are
+//     checked through the primary key.
+//   - Neither: memos_type_updated (or memos_updated for every type), newest
+//     first.
+func memoSearchQuery(p *store.MemoSearchParams) (q string, args []any, fts bool) {
+	limit := p.Limit
+	if limit <= 0 || limit > 500 {
+		limit = 50
+	}
+	var (
+		where []string
+		tags  = normTags(p.Tags)
+		tsq   = tsQuery(p.Query)
+		order string
+		cols  = prefixed("m.", memoColumns)
+	)
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	filter := func(alias string) {
+		if p.MemoType != "" {
+			where = append(where, alias+".memo_type = "+arg(p.MemoType))
+		}
+		if !p.UpdatedSince.IsZero() {
+			where = append(where, alias+".updated_at >= "+arg(utc(p.UpdatedSince)))
+		}
+		if !p.IncludeUnlisted {
+			where = append(where, "NOT "+alias+".unlisted")
+		}
+	}
+	switch {
+	case tsq != "":
+		ph := arg(tsq)
+		q = `SELECT ` + cols + ` FROM memos m`
+		where = append(where, "m.search @@ to_tsquery('simple', "+ph+")")
+		filter("m")
+		// Title matches weigh five times body matches, as SQLite's bm25(5, 1).
+		order = `ts_rank('{0.1, 0.2, 0.2, 1.0}', m.search, to_tsquery('simple', ` + ph + `)) DESC, m.updated_at DESC, m.id DESC`
+	case len(tags) > 0:
+		// memo_tags carries the filtered columns, so the range is walked in
+		// its own order and memos are read only for the rows kept.
+		q = `SELECT ` + cols + ` FROM memo_tags t JOIN memos m ON m.id = t.memo_id`
+		where = append(where, sameTag("t.tag", arg(tags[0])))
+		filter("t")
+		tags = tags[1:]
+		order = `t.updated_at DESC, t.memo_id DESC`
+	default:
+		q = `SELECT ` + cols + ` FROM memos m`
+		filter("m")
+		order = `m.updated_at DESC, m.id DESC`
+	}
+	for _, tag := range tags {
+		where = append(where, "EXISTS (SELECT 1 FROM memo_tags x WHERE x.memo_id = m.id AND "+sameTag("x.tag", arg(tag))+")")
+	}
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY ` + order + ` LIMIT ` + arg(limit) + ` OFFSET ` + arg(max(p.Offset, 0))
+	return q, args, tsq != ""
 }
 
 // tsQuery turns any user text into a safe to_tsquery text under the rules
@@ -377,4 +419,13 @@ func ftsTokens(term string) []string {
 	return strings.FieldsFunc(term, func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.Is(unicode.Co, r)
 	})
+}
+
+// prefixed qualifies each of a comma-separated column list with prefix.
+func prefixed(prefix, cols string) string {
+	parts := strings.Split(cols, ", ")
+	for i, c := range parts {
+		parts[i] = prefix + c
+	}
+	return strings.Join(parts, ", ")
 }
