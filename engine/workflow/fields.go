@@ -11,7 +11,7 @@ import (
 const (
 	triggerFields = "Command, Invoke, Status, Summary"
 	loadFields    = "Gate, Hook, Trigger, Search"
-	policyFields  = "Approval, Destination, Model, Gate label, Timeout, Retries, Self approval, Approvals, Hold timeout, On timeout"
+	policyFields  = "Approval, Destination, Model, Gate label, Timeout, Retries, Self approval, Approvals, Hold timeout, On timeout, Remind after"
 
 	// Slack caps slash commands at 32 characters including the slash; a
 	// longer Command could never be typed there.
@@ -129,7 +129,7 @@ func (c *compiler) policy(s *section) {
 	for _, f := range c.fields(s, policyFields) {
 		switch f.name {
 		case "approval", "destination", "model", "gate label", "timeout", "retries",
-			"self approval", "approvals", "hold timeout", "on timeout":
+			"self approval", "approvals", "hold timeout", "on timeout", "remind after":
 		default:
 			c.unknownField(f, "Policy", policyFields)
 			continue
@@ -170,6 +170,10 @@ func (c *compiler) policy(s *section) {
 		case "hold timeout":
 			if d, ok := c.duration(f); ok {
 				p.HoldTimeout = d
+			}
+		case "remind after":
+			if d, ok := c.duration(f); ok {
+				p.RemindAfter = d
 			}
 		case "retries":
 			if n, ok := c.intIn(f, 0, maxRetries); ok {
