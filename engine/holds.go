@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -72,7 +73,7 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) (*store.Hold, error
 		return nil, err
 	}
 	name := deciderName(d)
-	refuse := func(reason string) (*store.Hold, error) {
+	refuse := func(kind error, reason string) (*store.Hold, error) {
 		audit := &store.HoldDecision{HoldID: h.ID, RunID: h.RunID, Decision: p.Decision, DecidedBy: name, Via: d.Via,
 			Comment: p.Comment, Outcome: store.AttemptRefused, Reason: reason}
 		if p.Output != "" {
@@ -82,16 +83,53 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) (*store.Hold, error
 			return nil, err
 		}
 		e.log.InfoContext(ctx, "hold decision refused", slog.String("hold_id", h.ID), slog.String("by", name), slog.String("reason", reason))
-		return nil, store.Refuse(store.ErrForbidden, "%s", reason)
+		return nil, store.Refuse(kind, "%s", reason)
 	}
 	if !e.isSteward(d, linked) {
-		return refuse(name + " is not a steward; only stewards may decide holds")
+		return refuse(store.ErrForbidden, name+" is not a steward; only stewards may decide holds")
 	}
 	if p.Decision == "approve" && !h.SelfApproval && isOwner(h.OwnerUID, d) {
-		return refuse(name + " asked for this run and may not approve it (the workflow's Policy does not allow self approval)")
+		return refuse(store.ErrForbidden, name+" asked for this run and may not approve it (the workflow's Policy does not allow self approval)")
+	}
+	if p.Output != "" && h.Status == store.HoldOpen {
+		// An edited output is published in place of the checked one, so it
+		// passes the same checks first (SPEC §4.3), whichever surface sent it.
+		outcomes, err := e.GuardOutput(ctx, h.RunID, p.Output)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range outcomes {
+			if !o.Passed {
+				return refuse(store.ErrConflict, fmt.Sprintf("the edited output fails the workflow's Guard check %s (%s); the hold stays open", o.Check, o.Detail))
+			}
+		}
 	}
 	return e.decide(ctx, h, attempt{decision: p.Decision, by: name, key: deciderKey(d), via: d.Via,
 		comment: p.Comment, output: nonEmpty(p.Output)})
+}
+
+// GuardOutput runs the Guard checks of the run's workflow (as compiled for
+// the run) against text: what an edited output must pass before it may be
+// published. A run without Guard steps checks nothing.
+func (e *Engine) GuardOutput(ctx context.Context, runID, text string) ([]workflow.GuardOutcome, error) {
+	run, err := e.store.RunGetByID(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	var m workflow.Manifest
+	if len(run.Manifest) == 0 || string(run.Manifest) == "null" {
+		return nil, nil
+	}
+	if err := json.Unmarshal(run.Manifest, &m); err != nil {
+		return nil, fmt.Errorf("run %s manifest: %w", runID, err)
+	}
+	var out []workflow.GuardOutcome
+	for _, st := range m.Steps {
+		if st.Kind == workflow.KindGuard {
+			out = append(out, st.Guard.Check(text)...)
+		}
+	}
+	return out, nil
 }
 
 // attempt is one decision on its way to the store.
