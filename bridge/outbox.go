@@ -114,6 +114,8 @@ func (b *Bridge) deliver(ctx context.Context, m *store.SlackOutboxMsg) error {
 			return b.store.SlackOutboxRetry(ctx, m.ID, time.Now().Add(b.cfg.BackoffBase), "waiting for "+m.RefKey+" to be posted")
 		}
 		_, ts, _, err = b.api.UpdateMessageContext(ctx, m.Channel, ref.SentTS, opts...)
+	case store.SlackPublish:
+		err = b.publishHome(ctx, m)
 	default:
 		b.metrics.failed.Inc()
 		return b.store.SlackOutboxFail(ctx, m.ID, "unknown method "+m.Method)
@@ -121,7 +123,11 @@ func (b *Bridge) deliver(ctx context.Context, m *store.SlackOutboxMsg) error {
 	if err == nil {
 		b.metrics.sent.Inc()
 		log.DebugContext(ctx, "slack: sent", slog.String("ts", ts))
-		return b.store.SlackOutboxSent(ctx, m.ID, ts)
+		if err := b.store.SlackOutboxSent(ctx, m.ID, ts); err != nil {
+			return err
+		}
+		b.sentNotify()
+		return nil
 	}
 	if ctx.Err() != nil {
 		return nil // shutting down: the message stays due, unattempted

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -67,6 +68,27 @@ func (e *recordingEngine) Decide(ctx context.Context, p engine.DecideParams) (*s
 	}
 	return &store.Hold{ID: p.HoldID, Status: store.HoldRejected, RequiredApprovals: 1}, nil
 }
+
+func (e *recordingEngine) IsSteward(ctx context.Context, d engine.Decider) (bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stewards[d.SlackUserID], nil
+}
+
+func (e *recordingEngine) SlackStewards(ctx context.Context) ([]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for id, ok := range e.stewards {
+		if ok {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (e *recordingEngine) Subscribe(func(engine.Event)) {}
 
 func (e *recordingEngine) snapshot() ([]engine.EnqueueParams, []engine.DecideParams) {
 	e.mu.Lock()

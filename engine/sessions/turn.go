@@ -123,6 +123,12 @@ type MessageResult struct {
 // is answered in the transcript (see commandMessage). A second message while
 // a turn runs is refused (ErrConflict) and changes nothing.
 func (s *Service) Message(ctx context.Context, id, text string, by engine.Decider, background bool) (*MessageResult, error) {
+	return s.MessageWith(ctx, id, text, nil, by, background)
+}
+
+// MessageWith is Message with more fields for the user_message's payload
+// (a Slack message's raw text, its user and ts); "text" is always text.
+func (s *Service) MessageWith(ctx context.Context, id, text string, extra map[string]any, by engine.Decider, background bool) (*MessageResult, error) {
 	text = strings.TrimSpace(text)
 	if text == "" {
 		return nil, invalidf("text is required")
@@ -193,7 +199,7 @@ func (s *Service) Message(ctx context.Context, id, text string, by engine.Decide
 	}
 	ses, evs, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id, ExpectActiveRunID: &stale,
 		ActiveRunID: &t.id, Status: &running, DoneReason: &empty, Title: title,
-		Events: []*store.EventAppendParams{{Type: store.EventUserMessage, Actor: actor, Payload: map[string]any{"text": text}}}})
+		Events: []*store.EventAppendParams{{Type: store.EventUserMessage, Actor: actor, Payload: messagePayload(text, extra)}}})
 	if err != nil {
 		s.release(id, t)
 		cancel(nil)
@@ -220,6 +226,15 @@ func (s *Service) Message(ctx context.Context, id, text string, by engine.Decide
 	}
 	res.Reply = run()
 	return res, nil
+}
+
+func messagePayload(text string, extra map[string]any) map[string]any {
+	p := make(map[string]any, len(extra)+1)
+	for k, v := range extra {
+		p[k] = v
+	}
+	p["text"] = text
+	return p
 }
 
 // commandMessage runs a core command typed as a message and answers it in
