@@ -66,12 +66,12 @@ type setupOpts struct {
 	real   bool
 	engine func(tb *testBundle) bridge.Engine
 	// wrap, with real, wraps the engine the bridge calls.
-	wrap    func(bridge.Engine) bridge.Engine
-	cfg     func(c *bridge.Config)
+	wrap func(bridge.Engine) bridge.Engine
+	cfg  func(c *bridge.Config)
 	// engineCfg, with real, adjusts the engine's config (a test clock).
 	engineCfg func(c *engine.Config)
 	noStart   bool
-	sync    string // SQLite synchronous (default full)
+	sync      string // SQLite synchronous (default full)
 }
 
 func setup(t testing.TB, o setupOpts) *testBundle {
