@@ -118,7 +118,9 @@ func TestAppHome(t *testing.T) {
 		}
 		return apiHold != nil
 	}, 10*time.Second, 5*time.Millisecond)
-	tb.homeHas(t, "USTEWARD", func(h string) bool { return strings.Contains(h, `"hold:`+apiHold.ID+`"`) && strings.Contains(h, "*Kelp*") },
+	tb.homeHas(t, "USTEWARD", func(h string) bool {
+		return strings.Contains(h, `"hold:`+apiHold.ID+`"`) && strings.Contains(h, "*Kelp*")
+	},
 		"a hold from no thread is published to the Home as it opens")
 
 	// A refused Home click on it reaches the user in their DM with the app.
