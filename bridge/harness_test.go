@@ -328,7 +328,7 @@ func text(c fakeslack.Call) string {
 }
 
 // addWorkflow indexes a workflow memo so its command routes to an enqueue.
-func (tb *testBundle) addWorkflow(t *testing.T, command, status, summary string) {
+func (tb *testBundle) addWorkflow(t testing.TB, command, status, summary string) {
 	t.Helper()
 	_, err := tb.store.MemoCreate(tb.ctx, &store.MemoCreateParams{Title: command, Body: "x", MemoType: store.MemoTypeWorkflow,
 		Workflow: &store.WorkflowIndex{Command: command, Status: status, Summary: summary}})

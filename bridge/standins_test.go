@@ -98,7 +98,7 @@ func (e *recordingEngine) snapshot() ([]engine.EnqueueParams, []engine.DecidePar
 
 // openHold stores a suspended run with an open hold in session sessionID,
 // as the engine would leave it, and answers the hold's id.
-func (tb *testBundle) openHold(t *testing.T, sessionID string) string {
+func (tb *testBundle) openHold(t testing.TB, sessionID string) string {
 	t.Helper()
 	tb.addWorkflow(t, "/held", "live", "held")
 	wf, err := tb.store.WorkflowGetByCommand(tb.ctx, "/held")

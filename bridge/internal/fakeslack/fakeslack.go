@@ -68,10 +68,11 @@ type Server struct {
 	postDelay time.Duration
 	inFlight  int
 
-	views  []View                     // opened, in order
-	homes  map[string]json.RawMessage // each user's latest App Home
-	users  map[string]User
-	viewID int
+	views       []View                     // opened, in order
+	ackPayloads map[string]json.RawMessage // Socket Mode acks' payloads by envelope id
+	homes       map[string]json.RawMessage // each user's latest App Home
+	users       map[string]User
+	viewID      int
 }
 
 // View is a view opened with views.open.
@@ -123,7 +124,7 @@ type failure struct {
 // New starts a fake Slack; it stops with the test.
 func New(t testing.TB) *Server {
 	s := &Server{t: t, acks: make(chan string, 1024), connected: make(chan struct{}, 16), messages: map[string][]*Message{},
-		homes: map[string]json.RawMessage{}, users: map[string]User{}}
+		homes: map[string]json.RawMessage{}, users: map[string]User{}, ackPayloads: map[string]json.RawMessage{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.api)
 	mux.HandleFunc("/ws", s.ws)
@@ -591,11 +592,15 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 	s.connected <- struct{}{}
 	for {
 		var ack struct {
-			EnvelopeID string `json:"envelope_id"`
+			EnvelopeID string          `json:"envelope_id"`
+			Payload    json.RawMessage `json:"payload"`
 		}
 		if err := c.ReadJSON(&ack); err != nil {
 			return
 		}
+		s.mu.Lock()
+		s.ackPayloads[ack.EnvelopeID] = ack.Payload
+		s.mu.Unlock()
 		s.acks <- ack.EnvelopeID
 	}
 }
@@ -623,6 +628,14 @@ func (s *Server) SendEnvelope(envelopeID, typ string, payload json.RawMessage) e
 		}
 	}
 	return nil
+}
+
+// AckPayload is the payload a Socket Mode ack carried (a slash command's
+// answer), or nil.
+func (s *Server) AckPayload(envelopeID string) json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ackPayloads[envelopeID]
 }
 
 // Acks delivers acknowledged envelope ids as the client sends them.
