@@ -133,7 +133,7 @@ func (b *Bridge) holdCards(ctx context.Context, channel, thread string, p map[st
 		bj, _ := json.Marshal(blocks) // slack-go's block types always marshal
 		return string(bj)
 	}
-	text := fmt.Sprintf("Hold: %s — %s waits for a steward", c.title, c.gate)
+	text := fmt.Sprintf("Hold: %s — %s waits for a steward", esc(c.title), esc(c.gate))
 	out := []*store.SlackOutboxAddParams{{DedupeKey: cardKey(c.id, "thread"), Queue: queueOf(channel, thread),
 		Method: store.SlackPost, Channel: channel, ThreadTS: postTS(thread), Text: text, Blocks: card("")}}
 	if hc := b.cfg.HoldsChannel; hc != "" {
@@ -208,7 +208,7 @@ func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, a
 		bj, _ := json.Marshal(blocks)
 		out = append(out, &store.SlackOutboxAddParams{DedupeKey: "update:" + c.id + ":" + where, Queue: card.Queue,
 			Method: store.SlackUpdate, Channel: card.Channel,
-			Text:   fmt.Sprintf("Hold %s: %s by %s", c.title, strings.ToLower(verb), orDefault(str(p, "decidedBy"), "someone")),
+			Text:   fmt.Sprintf("Hold %s: %s by %s", esc(c.title), strings.ToLower(verb), esc(orDefault(str(p, "decidedBy"), "someone"))),
 			Blocks: string(bj), RefKey: card.DedupeKey})
 	}
 	line := decided

@@ -147,7 +147,8 @@ func (b *Bridge) handleSlashRun(ctx context.Context, it *store.SlackInboxItem) e
 	rootKey := "slash:" + it.Key
 	if err := b.enqueueOutbox(ctx, &store.SlackOutboxAddParams{DedupeKey: rootKey, Queue: queueOf(channel, ""),
 		Method: store.SlackPost, Channel: channel,
-		Text: fmt.Sprintf(":arrow_forward: <@%s> ran `/holdfast %s` — this thread follows it.", user, esc(text))}); err != nil {
+		Text: fmt.Sprintf(":arrow_forward: <@%s> ran `/holdfast run %s` — this thread follows it.", user,
+			esc(firstLine(strings.TrimSpace(cmd.Name+" "+cmd.Arg), 200)))}); err != nil {
 		return err
 	}
 	root, err := b.awaitSent(ctx, rootKey, slashRootWait)
