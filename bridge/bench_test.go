@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -35,7 +36,8 @@ func benchEvents(b *testing.B, syncMode string) {
 		mu   sync.Mutex
 		lats []time.Duration
 	)
-	b.SetParallelism(8)
+	// 8 senders: RunParallel starts parallelism × GOMAXPROCS goroutines.
+	b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0)))
 	b.ResetTimer()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {

@@ -17,9 +17,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/slack-go/slack"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
+	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -80,6 +82,9 @@ type Config struct {
 	// messages (default 30 days; hold cards are kept for good).
 	InboxRetention  time.Duration
 	OutboxRetention time.Duration
+	// Tracer records each delivery's handling and each Slack write as
+	// spans (SPEC §10); nil records nothing.
+	Tracer trace.TracerProvider
 }
 
 func (c *Config) defaults() {
@@ -152,12 +157,7 @@ type Bridge struct {
 	committed atomic.Int64
 
 	metrics metrics
-
-	batch struct {
-		mu      sync.Mutex
-		queue   []*inboxReq
-		leading bool
-	}
+	tracer  trace.Tracer
 
 	stewardship // steward.go: caches and signals of cards, modals and the App Home
 }
@@ -173,6 +173,7 @@ func New(cfg Config, st store.Store, api *slack.Client, eng Engine, ses *session
 	cfg.defaults()
 	b := &Bridge{
 		cfg: cfg, store: st, api: api, engine: eng, sessions: ses, log: log,
+		tracer:     tracing.Tracer(cfg.Tracer),
 		inboxWake:  make(chan struct{}, 1),
 		mirrorWake: make(chan struct{}, 1),
 		outboxWake: make(chan struct{}, 1),
@@ -223,6 +224,18 @@ func (b *Bridge) Collect(ch chan<- prometheus.Metric) {
 // every transcript write (Start subscribes), so only a writer outside this
 // process's store needs it.
 func (b *Bridge) Wake() { wake(b.mirrorWake) }
+
+// untraced is the span of a bridge that does not trace.
+var untraced = trace.SpanFromContext(context.Background())
+
+// startSpan starts a span when the bridge traces; otherwise it answers ctx
+// and a span that records nothing, at no cost.
+func (b *Bridge) startSpan(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if b.cfg.Tracer == nil {
+		return ctx, untraced
+	}
+	return b.tracer.Start(ctx, name, opts...)
+}
 
 func wake(c chan struct{}) {
 	select {
@@ -361,8 +374,19 @@ func threadTag(channel, threadTS string) string { return "slack:" + channel + ":
 
 func queueOf(channel, threadTS string) string { return channel + ":" + threadTS }
 
-// enqueueOutbox queues writes and wakes the sender.
+// enqueueOutbox queues writes and wakes the sender. Each write carries the
+// trace context of the work that queued it (a delivery being handled), so
+// its post joins that trace.
 func (b *Bridge) enqueueOutbox(ctx context.Context, msgs ...*store.SlackOutboxAddParams) error {
+	if b.cfg.Tracer != nil {
+		if tc := tracing.FromContext(ctx); tc != "" {
+			for _, m := range msgs {
+				if m.TraceContext == "" {
+					m.TraceContext = tc
+				}
+			}
+		}
+	}
 	n, err := b.store.SlackOutboxAdd(ctx, msgs)
 	if err != nil {
 		return fmt.Errorf("queue slack write: %w", err)

@@ -1,7 +1,6 @@
 package bridge_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -9,87 +8,19 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
+	"github.com/holdfast-bot/holdfast/cmd/bot/bottest"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
 )
-
-var listening = regexp.MustCompile(`listening on (http://\S+)`)
-
-// botProc is a running `bot serve`.
-type botProc struct {
-	cmd    *exec.Cmd
-	url    string
-	done   chan error
-	exited bool // done was received (by the test goroutine)
-	stderr *lockedBuffer
-}
-
-// lockedBuffer is a process's stderr, written by exec's copier and read by
-// the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func startBot(t *testing.T, bin string, env []string) *botProc {
-	t.Helper()
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
-	cmd.Env = env
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	p := &botProc{cmd: cmd, done: make(chan error, 1), stderr: &lockedBuffer{}}
-	cmd.Stderr = p.stderr
-	require.NoError(t, cmd.Start())
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
-			}
-		}
-	}()
-	go func() { p.done <- cmd.Wait() }()
-	select {
-	case p.url = <-urls:
-	case err := <-p.done:
-		t.Fatalf("serve exited early: %v\n%s", err, p.stderr.String())
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("serve did not start")
-	}
-	return p
-}
-
-func (p *botProc) kill(t *testing.T) {
-	t.Helper()
-	require.NoError(t, p.cmd.Process.Kill()) // SIGKILL: no cleanup of any kind
-	<-p.done
-	p.exited = true
-}
 
 // TestKill9PostsNoSlackMessageTwice is SPEC §5's exactly-once rule (and
 // §8's) with the real binary: runs from Slack threads post their queued
@@ -105,11 +36,7 @@ func TestKill9PostsNoSlackMessageTwice(t *testing.T) {
 	}
 	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "bot")
-	build := exec.Command("go", "build", "-tags", "sqlite_fts5", "-o", bin, "github.com/holdfast-bot/holdfast/cmd/bot")
-	build.Env = append(os.Environ(), "CGO_ENABLED=1")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := bottest.Binary(t)
 
 	fake := fakeslack.New(t)
 	const postDelay = 40 * time.Millisecond
@@ -119,14 +46,10 @@ func TestKill9PostsNoSlackMessageTwice(t *testing.T) {
 		"HOLDFAST_PASS_INTERVAL=1s", "SLACK_BOT_TOKEN=xoxb-test", "SLACK_SIGNING_SECRET="+secret,
 		"SLACK_API_URL="+fake.APIURL(), "SLACK_HOLDS_CHANNEL=CHOLDS", "SLACK_APP_TOKEN=") // HTTP mode
 
-	p := startBot(t, bin, env)
+	p := bottest.Start(t, bin, env)
 	t.Cleanup(func() {
-		if !p.exited {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
 		if t.Failed() {
-			log := p.stderr.String()
+			log := p.Log()
 			t.Logf("the last serve's log:\n%s", log[max(0, len(log)-8000):])
 		}
 	})
@@ -135,7 +58,7 @@ func TestKill9PostsNoSlackMessageTwice(t *testing.T) {
 	for i := range threads {
 		roots[i] = fmt.Sprintf("1700000100.%06d", i+1)
 		body := eventBody(fmt.Sprint("EvKill", i), mention("C1", "U1", roots[i], "", fmt.Sprintf("draft-memo Otters, part %d", i)))
-		req, err := http.NewRequest(http.MethodPost, p.url+"/slack/events", bytes.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, p.URL+"/slack/events", bytes.NewReader(body))
 		require.NoError(t, err)
 		ts := time.Now().Unix()
 		req.Header.Set("Content-Type", "application/json")
@@ -182,9 +105,9 @@ func TestKill9PostsNoSlackMessageTwice(t *testing.T) {
 		if fake.InFlight() > 0 {
 			midPost++
 		}
-		p.kill(t)
+		p.Kill(t)
 		kills++
-		p = startBot(t, bin, env)
+		p = bottest.Start(t, bin, env)
 	}
 	require.Eventually(t, complete, 30*time.Second, 5*time.Millisecond, "every message reaches Slack")
 
@@ -197,14 +120,7 @@ func TestKill9PostsNoSlackMessageTwice(t *testing.T) {
 		_, err := s.SlackOutboxNextDue(ctx)
 		return errors.Is(err, store.ErrNotFound)
 	}, 30*time.Second, 5*time.Millisecond, "the outbox settles")
-	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
-	select {
-	case err := <-p.done:
-		p.exited = true
-		require.NoError(t, err, p.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	p.Stop(t)
 
 	byID, byText := map[string]int{}, map[string]int{}
 	posts := 0
@@ -260,4 +176,11 @@ func TestKill9PostsNoSlackMessageTwice(t *testing.T) {
 		audited++
 	}
 	require.Equal(t, 3*threads, audited, "every card and queued line is in Slack")
+}
+
+// TestMain removes the binary the crash tests build.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	bottest.Cleanup()
+	os.Exit(code)
 }

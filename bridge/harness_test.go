@@ -25,6 +25,7 @@ import (
 
 	"github.com/slack-go/slack"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdfast-bot/holdfast/bridge"
 	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
@@ -66,12 +67,16 @@ type setupOpts struct {
 	real   bool
 	engine func(tb *testBundle) bridge.Engine
 	// wrap, with real, wraps the engine the bridge calls.
-	wrap func(bridge.Engine) bridge.Engine
-	cfg  func(c *bridge.Config)
+	wrap    func(bridge.Engine) bridge.Engine
+	cfg     func(c *bridge.Config)
+	noStart bool
+	sync    string // SQLite synchronous (default full)
+	// tracer, when set, traces the bridge, engine, sessions and models.
+	tracer trace.TracerProvider
+	// openai is the base URL openai:<model> workflows call.
+	openai string
 	// engineCfg, with real, adjusts the engine's config (a test clock).
 	engineCfg func(c *engine.Config)
-	noStart   bool
-	sync      string // SQLite synchronous (default full)
 }
 
 func setup(t testing.TB, o setupOpts) *testBundle {
@@ -84,17 +89,18 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	api := slack.New("xoxb-test", slack.OptionAPIURL(tb.slack.APIURL()))
 	cfg := bridge.Config{SigningSecret: secret, BaseURL: "http://holdfast.test", Tick: 200 * time.Millisecond,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, InboxRetry: 10 * time.Millisecond}
+	cfg.Tracer = o.tracer
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
-	models := model.NewRegistry("template", model.Config{})
+	models := model.NewRegistry("template", model.Config{Tracer: o.tracer, OpenAIBaseURL: o.openai, OpenAIAPIKey: "sk-test"})
 	deps := server.Deps{Store: db}
 	var sesEngine sessions.Engine
 	if o.real {
 		lib := library.New(db, log)
 		require.NoError(t, lib.SeedExamples(ctx))
 		ecfg := engine.Config{Workers: 2, SlackStewards: []string{"USTEWARD", "USTEWARD2"}, CanReply: bridge.CanReply,
-			DisableScheduler: true, PassInterval: time.Second}
+			DisableScheduler: true, PassInterval: time.Second, Tracer: o.tracer}
 		if o.engineCfg != nil {
 			o.engineCfg(&ecfg)
 		}
@@ -114,7 +120,8 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	} else {
 		tb.engine = o.engine(tb)
 	}
-	tb.sessions = sessions.New(db, sessions.Config{DefaultPolicy: "auto", Models: models, DefaultModel: "template"}, sesEngine, log)
+	tb.sessions = sessions.New(db, sessions.Config{DefaultPolicy: "auto", Models: models, DefaultModel: "template", Tracer: o.tracer},
+		sesEngine, log)
 	tb.bridge = bridge.New(cfg, db, api, tb.engine, tb.sessions, log)
 	deps.Slack = tb.bridge.Handler()
 	if o.real {

@@ -200,67 +200,13 @@ func (b *Bridge) Accept(ctx context.Context, kind, key string, body []byte) erro
 	return nil
 }
 
-// inboxReq is one delivery waiting for a group commit.
-type inboxReq struct {
-	p     *store.SlackInboxAddParams
-	added bool
-	err   error
-	done  chan struct{} // closed when the delivery's batch committed (or failed)
-	lead  chan struct{} // closed when this request is to commit the next batch
-}
-
-// maxInboxBatch bounds one group commit.
-const maxInboxBatch = 256
-
-// storeInbox group-commits concurrent deliveries: SQLite makes one durable
-// commit (an fsync) at a time, so deliveries arriving while one is under way
-// wait and are committed together by the first of them, which lets
-// throughput grow with concurrency instead of queueing behind fsyncs. There
-// is no background goroutine: the leadership passes from request to request.
+// storeInbox commits one delivery; concurrent deliveries share commits in
+// the store's own group-commit writer, so throughput grows with concurrency
+// instead of queueing behind fsyncs.
 func (b *Bridge) storeInbox(ctx context.Context, p *store.SlackInboxAddParams) (bool, error) {
-	r := &inboxReq{p: p, done: make(chan struct{}), lead: make(chan struct{})}
-	b.batch.mu.Lock()
-	b.batch.queue = append(b.batch.queue, r)
-	leader := !b.batch.leading
-	b.batch.leading = true
-	b.batch.mu.Unlock()
-	if !leader {
-		select {
-		case <-r.done:
-			return r.added, r.err
-		case <-r.lead:
-		}
+	added, err := b.store.SlackInboxAdd(ctx, []*store.SlackInboxAddParams{p})
+	if err != nil {
+		return false, err
 	}
-	b.batch.mu.Lock()
-	n := min(len(b.batch.queue), maxInboxBatch)
-	batch := b.batch.queue[:n:n]
-	b.batch.queue = b.batch.queue[n:]
-	b.batch.mu.Unlock()
-
-	params := make([]*store.SlackInboxAddParams, len(batch))
-	for i, q := range batch {
-		params[i] = q.p
-	}
-	// Others' deliveries ride on this commit: one client going away must not
-	// fail them.
-	added, err := b.store.SlackInboxAdd(context.WithoutCancel(ctx), params)
-	for i, q := range batch {
-		if err != nil {
-			q.err = err
-		} else {
-			q.added = added[i]
-		}
-		if q != r {
-			close(q.done)
-		}
-	}
-
-	b.batch.mu.Lock()
-	if len(b.batch.queue) > 0 {
-		close(b.batch.queue[0].lead)
-	} else {
-		b.batch.leading = false
-	}
-	b.batch.mu.Unlock()
-	return r.added, r.err
+	return added[0], nil
 }

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -98,7 +102,14 @@ func (b *Bridge) processOne(ctx context.Context, it *store.SlackInboxItem) (retr
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
+	// The delivery's span is the root of what it leads to: a chat turn, an
+	// enqueue and its run, a decision, the replies it queues.
+	ctx, span := b.startSpan(ctx, tracing.SpanSlackDelivery, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("slack.delivery.kind", it.Kind), attribute.String("slack.delivery.key", it.Key),
+			attribute.Int64("slack.delivery.id", it.ID)))
+	defer span.End()
 	done, herr := b.handle(ctx, it)
+	tracing.Fail(span, "", herr)
 	if herr != nil && ctx.Err() != nil {
 		return false, ctx.Err() // shutting down: leave it for the next start
 	}

@@ -53,8 +53,18 @@ func (b *Bridge) mirrorOnce(ctx context.Context) (bool, error) {
 	}
 	var msgs []*store.SlackOutboxAddParams
 	batch := map[string]*store.SlackOutboxAddParams{} // cards queued by this page, not yet committed
+	traces := map[string]string{}                     // run id → its item's trace context
 	for _, ev := range evs {
-		for _, m := range b.mirrorEvent(ctx, ev, batch) {
+		out := b.mirrorEvent(ctx, ev, batch)
+		if len(out) > 0 {
+			tc := b.runTrace(ctx, ev, traces)
+			for _, m := range out {
+				if m.TraceContext == "" {
+					m.TraceContext = tc
+				}
+			}
+		}
+		for _, m := range out {
 			batch[m.DedupeKey] = m
 			msgs = append(msgs, m)
 		}
@@ -72,6 +82,28 @@ func (b *Bridge) mirrorOnce(ctx context.Context) (bool, error) {
 		wake(b.outboxWake)
 	}
 	return len(evs) == mirrorBatch, nil
+}
+
+// runTrace is the trace context of the run a transcript event is about, so
+// what the mirror posts for it (progress, cards, the dispatched memo) joins
+// the run's trace. Only a tracing bridge reads it.
+func (b *Bridge) runTrace(ctx context.Context, ev *store.SlackMirrorEvent, seen map[string]string) string {
+	if b.cfg.Tracer == nil {
+		return ""
+	}
+	id := str(ev.Payload, "runId")
+	if id == "" {
+		return ""
+	}
+	if tc, ok := seen[id]; ok {
+		return tc
+	}
+	tc := ""
+	if r, err := b.store.RunGetByID(ctx, id); err == nil {
+		tc = r.TraceContext
+	}
+	seen[id] = tc
+	return tc
 }
 
 func str(p map[string]any, k string) string {

@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -75,6 +78,12 @@ func (b *Bridge) sendOnce(ctx context.Context) (int, error) {
 
 // deliver makes one attempt at a message and records the outcome.
 func (b *Bridge) deliver(ctx context.Context, m *store.SlackOutboxMsg) error {
+	// Each attempt is a span in the trace of the work that queued it.
+	ctx, span := b.startSpan(tracing.Join(ctx, m.TraceContext), tracing.SpanSlackPost, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("slack.method", m.Method), attribute.String("slack.channel", m.Channel),
+			attribute.String("slack.thread_ts", m.ThreadTS), attribute.String("slack.outbox.key", m.DedupeKey),
+			attribute.Int("slack.outbox.attempt", m.Attempts+1)))
+	defer span.End()
 	log := b.log.With(slog.String("outbox_key", m.DedupeKey), slog.String("method", m.Method), slog.String("channel", m.Channel))
 	opts := []slack.MsgOption{slack.MsgOptionText(m.Text, false)}
 	if m.Blocks != "" {
@@ -122,6 +131,7 @@ func (b *Bridge) deliver(ctx context.Context, m *store.SlackOutboxMsg) error {
 	}
 	if err == nil {
 		b.metrics.sent.Inc()
+		span.SetAttributes(attribute.String("slack.ts", ts))
 		log.DebugContext(ctx, "slack: sent", slog.String("ts", ts))
 		if err := b.store.SlackOutboxSent(ctx, m.ID, ts); err != nil {
 			return err
@@ -129,6 +139,7 @@ func (b *Bridge) deliver(ctx context.Context, m *store.SlackOutboxMsg) error {
 		b.sentNotify()
 		return nil
 	}
+	tracing.Fail(span, "", err)
 	if ctx.Err() != nil {
 		return nil // shutting down: the message stays due, unattempted
 	}

@@ -132,7 +132,7 @@ func TestReviewRefusals(t *testing.T) {
 				status, _ := tb.submitReview(t, "USTEWARD2", holdID, review{decision: "approve"})
 				require.Equal(t, http.StatusOK, status)
 			}},
-		{name: "EditFailsAGuard", user: "USTEWARD", want: "fails the workflow's Guard check not_contains",
+		{name: "EditFailsAGuard", user: "USTEWARD", want: "fails the Guard check not_contains",
 			act: func(t *testing.T, holdID string, card fakeslack.Call, root string) {
 				status, _ := tb.submitReview(t, "USTEWARD", holdID, review{decision: "approve", comment: "ok", output: ptr("# Kelp\n\nFORBIDDEN text")})
 				require.Equal(t, http.StatusOK, status)

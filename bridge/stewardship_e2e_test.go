@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
+	"github.com/holdfast-bot/holdfast/cmd/bot/bottest"
 )
 
 // signedPost sends body to a running bot as Slack would, signed.
@@ -53,32 +53,24 @@ func TestStewardshipThroughTheBinary(t *testing.T) {
 	}
 	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "bot")
-	build := exec.Command("go", "build", "-tags", "sqlite_fts5", "-o", bin, "github.com/holdfast-bot/holdfast/cmd/bot")
-	build.Env = append(os.Environ(), "CGO_ENABLED=1")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := bottest.Binary(t)
 
 	fake := fakeslack.New(t)
 	fake.AddUser(fakeslack.User{ID: "U1", Name: "ada", DisplayName: "Ada"})
 	env := append(os.Environ(), "HOLDFAST_DB="+filepath.Join(dir, "holdfast.db"), "HOLDFAST_ADMIN_PASSWORD=e2e-pw",
 		"HOLDFAST_BASE_URL=http://holdfast.test", "SLACK_BOT_TOKEN=xoxb-test", "SLACK_SIGNING_SECRET="+secret,
 		"SLACK_API_URL="+fake.APIURL(), "SLACK_STEWARDS=USTEWARD", "SLACK_APP_TOKEN=") // HTTP mode
-	p := startBot(t, bin, env)
+	p := bottest.Start(t, bin, env)
 	t.Cleanup(func() {
-		if !p.exited {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
 		if t.Failed() {
-			log := p.stderr.String()
+			log := p.Log()
 			t.Logf("serve's log:\n%s", log[max(0, len(log)-8000):])
 		}
 	})
 
 	// The mention and its hold card.
 	const root = "1700000500.000100"
-	status := signedPost(t, p.url, "/slack/events", "application/json",
+	status := signedPost(t, p.URL, "/slack/events", "application/json",
 		eventBody("EvBin1", mention("C1", "U1", root, "", "draft-memo Otters\nOtters hold hands while they sleep.")))
 	require.Equal(t, http.StatusOK, status)
 	inThread := func(match func(m fakeslack.Message) bool) *fakeslack.Message {
@@ -99,7 +91,7 @@ func TestStewardshipThroughTheBinary(t *testing.T) {
 	require.Contains(t, unescapeJSON(string(card.Blocks)), "asked by <@U1>")
 
 	// The review modal opens on the click, before its ack.
-	status = signedInteraction(t, p.url, map[string]any{"type": "block_actions", "user": map[string]any{"id": "USTEWARD"},
+	status = signedInteraction(t, p.URL, map[string]any{"type": "block_actions", "user": map[string]any{"id": "USTEWARD"},
 		"trigger_id": "trig-bin", "channel": map[string]any{"id": "C1"},
 		"container": map[string]any{"type": "message", "channel_id": "C1", "message_ts": card.TS, "thread_ts": root},
 		"message":   map[string]any{"ts": card.TS, "thread_ts": root},
@@ -113,7 +105,7 @@ func TestStewardshipThroughTheBinary(t *testing.T) {
 
 	// The steward approves an edited output.
 	edited := "# Otters\n\nOtters hold hands, and a steward said so."
-	status = signedInteraction(t, p.url, map[string]any{"type": "view_submission", "user": map[string]any{"id": "USTEWARD"},
+	status = signedInteraction(t, p.URL, map[string]any{"type": "view_submission", "user": map[string]any{"id": "USTEWARD"},
 		"view": map[string]any{"id": "VBIN", "type": "modal", "callback_id": "hold_review", "private_metadata": holdID,
 			"state": map[string]any{"values": map[string]any{
 				"decision": map[string]any{"decision": map[string]any{"type": "radio_buttons", "selected_option": map[string]any{"value": "approve"}}},
@@ -151,12 +143,5 @@ func TestStewardshipThroughTheBinary(t *testing.T) {
 	require.NotEmpty(t, eph)
 	require.Contains(t, eph[len(eph)-1].Form["text"], "You approved *Otters* with your edit")
 
-	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
-	select {
-	case err := <-p.done:
-		p.exited = true
-		require.NoError(t, err, p.stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	p.Stop(t)
 }

@@ -19,8 +19,9 @@ import (
 )
 
 // benchEngine is a started engine (4 workers, synchronous=FULL) with the
-// four-step template workflow /bench that dispatches a memo.
-func benchEngine(b *testing.B) (*Engine, *sqlite.DB, string) {
+// four-step template workflow /bench that dispatches a memo; opts adjust
+// its Config.
+func benchEngine(b *testing.B, opts ...func(*Config)) (*Engine, *sqlite.DB, string) {
 	b.Helper()
 	ctx := context.Background()
 	dir := b.TempDir()
@@ -31,7 +32,11 @@ func benchEngine(b *testing.B) (*Engine, *sqlite.DB, string) {
 	if _, _, err := library.New(db, nil).ImportWorkflow(ctx, "", wfDoc("/bench")); err != nil {
 		b.Fatal(err)
 	}
-	e := New(Config{Workers: 4, DisableScheduler: true}, db, model.NewRegistry("template", model.Config{}), nil)
+	cfg := Config{Workers: 4, DisableScheduler: true}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e := New(cfg, db, model.NewRegistry("template", model.Config{Tracer: cfg.Tracer}), nil)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -115,6 +120,11 @@ func BenchmarkEnqueueToStart(b *testing.B) {
 // disk in the same run and reports the ratio.
 func BenchmarkRunsPerSecond(b *testing.B) {
 	e, db, dir := benchEngine(b)
+	measureRunsPerSecond(b, e, db, dir)
+}
+
+// measureRunsPerSecond is BenchmarkRunsPerSecond's measurement on e.
+func measureRunsPerSecond(b *testing.B, e *Engine, db *sqlite.DB, dir string) {
 	commits := commitsPerSecond(b, dir)
 	var finished atomic.Int64
 	done := make(chan struct{}, 1)

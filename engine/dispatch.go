@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -19,11 +21,13 @@ const previewChars = 1200
 // session's posture asks for one and no approval is recorded on the run yet,
 // and otherwise dispatches.
 func (x *exec) output(ctx context.Context, i int) (*store.Run, error) {
+	ctx, span := x.e.startSpan(ctx, tracing.SpanStep, tracing.StepIndex.Int(i+1), tracing.StepKind.String(workflow.KindOutput))
+	defer span.End()
 	start := x.e.cfg.Now()
 	rec := &x.steps[i]
 	at := start.UTC() // API times are UTC (SPEC §7); start keeps its monotonic reading
 	*rec = store.RunStep{Kind: workflow.KindOutput, Status: StepRunning, StartedAt: &at}
-	if x.run.Decision != "approved" {
+	if !x.outputApproved() {
 		hold, err := x.needsHold(ctx)
 		if err != nil {
 			return nil, err
@@ -60,31 +64,54 @@ func (x *exec) output(ctx context.Context, i int) (*store.Run, error) {
 		var se *stepError
 		if errors.As(err, &se) {
 			rec.Status, rec.ErrorKind, rec.Error = StepFailed, se.kind, se.Error()
+			tracing.Fail(span, se.kind, err)
 		}
 		return nil, err
 	}
 	rec.Status = StepSucceeded
 	x.stepEvent(i)
+	dctx, dspan := x.e.startSpan(ctx, tracing.SpanDispatch, tracing.Destination.String(x.manifest.Policy.Destination))
+	dispatch := func() *store.Run {
+		r := x.settle(dctx, store.RunSucceeded, "", "", d, extra)
+		switch {
+		case r == nil:
+			dspan.SetAttributes(tracing.RunStatus.String("taken_over"))
+		case r.Status != store.RunSucceeded:
+			tracing.Fail(dspan, r.ErrorKind, errors.New(r.Error))
+		case r.DispatchMemoID != "":
+			dspan.SetAttributes(tracing.MemoID.String(r.DispatchMemoID))
+		}
+		dspan.End()
+		return r
+	}
 	if x.async {
 		// Nothing the worker does next depends on this commit; the lease
 		// stays with the run until it lands, so a crash before it recovers
 		// the run and dispatches at most once.
 		x.e.settleSlots <- struct{}{}
 		x.e.settling.Add(1)
+		x.handedOff = true // the settle ends the run's span
 		go func() {
 			defer func() {
 				<-x.e.settleSlots
 				x.e.settling.Done()
 			}()
-			x.settle(ctx, store.RunSucceeded, "", "", d, extra)
+			dispatch()
+			x.span.End()
 		}()
 		return nil, nil
 	}
-	r := x.settle(ctx, store.RunSucceeded, "", "", d, extra)
+	r := dispatch()
 	if r == nil {
 		return nil, store.ErrLeaseLost
 	}
 	return r, nil
+}
+
+// outputApproved reports whether the decision recorded on the run approves
+// its output (and not an earlier gate, such as its Token budget's).
+func (x *exec) outputApproved() bool {
+	return x.run.Decision == "approved" && x.run.HoldID != budgetHoldID(x.run.ID)
 }
 
 // needsHold applies SPEC §3's posture: manual holds everything, yolo
@@ -109,17 +136,26 @@ func (x *exec) needsHold(ctx context.Context) (bool, error) {
 	}
 }
 
+// suspend holds the run's output for review before step i (its Output).
 func (x *exec) suspend(ctx context.Context, i int) (*store.Run, error) {
+	label := x.manifest.Policy.GateLabel
+	if label == "" {
+		label = "Review output"
+	}
+	return x.hold(ctx, i, store.HoldIDForRun(x.run.ID), label)
+}
+
+// hold opens hold id before step i with the workflow's hold policy and
+// suspends the run; the hold machinery (cards, decisions, timeouts, audit)
+// is the same whatever the gate.
+func (x *exec) hold(ctx context.Context, i int, id, label string) (*store.Run, error) {
 	x.steps[i].Status = StepHeld
 	p := x.manifest.Policy
 	h := &store.Hold{
-		ID: store.HoldIDForRun(x.run.ID), ItemID: x.run.ItemID, SessionID: x.run.SessionID, OwnerUID: x.run.OwnerUID,
-		Command: x.manifest.Command, WorkflowName: x.manifest.Title, GateLabel: p.GateLabel,
+		ID: id, ItemID: x.run.ItemID, SessionID: x.run.SessionID, OwnerUID: x.run.OwnerUID,
+		Command: x.manifest.Command, WorkflowName: x.manifest.Title, GateLabel: label,
 		Preview: preview(x.state.Output), Output: x.state.Output, RequiredApprovals: max(p.Approvals, 1),
 		SelfApproval: p.SelfApproval, OnTimeout: p.OnTimeout,
-	}
-	if h.GateLabel == "" {
-		h.GateLabel = "Review output"
 	}
 	if h.OnTimeout == "" {
 		h.OnTimeout = workflow.OnTimeoutReject
@@ -137,15 +173,16 @@ func (x *exec) suspend(ctx context.Context, i int) (*store.Run, error) {
 		"holdId": h.ID, "runId": x.run.ID, "command": h.Command, "gateLabel": h.GateLabel, "preview": h.Preview, "title": h.Title}})
 	hold, err := x.e.store.RunSuspend(ctx, &store.RunSuspendParams{
 		RunCheckpointParams: store.RunCheckpointParams{RunID: x.run.ID, Lease: x.run.Lease, Now: x.e.cfg.Now(),
-			Manifest: x.manifestArg(), Steps: x.steps, State: x.stateJSON(), Guards: x.guardsJSON(), Events: events},
+			Manifest: x.manifestArg(), Steps: x.steps, State: x.stateJSON(), Guards: x.guardsJSON(), Usage: x.usage(), Events: events},
 		Hold: h,
 	})
 	if err != nil {
 		return nil, err
 	}
 	x.flushed()
+	x.span.SetAttributes(tracing.RunStatus.String(store.RunSuspended), tracing.HoldIDKey.String(hold.ID), tracing.HoldGate.String(label))
 	x.e.notify(Event{Kind: EventHoldOpened, RunID: x.run.ID, HoldID: hold.ID, ItemID: x.run.ItemID, SessionID: x.run.SessionID, Status: hold.Status})
-	x.log.InfoContext(ctx, "run held for review")
+	x.log.InfoContext(ctx, "run held", slog.String("hold_id", hold.ID), slog.String("gate_label", label))
 	r, err := x.e.store.RunGetByID(ctx, x.run.ID)
 	if err != nil {
 		return nil, err

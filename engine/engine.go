@@ -14,8 +14,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -40,6 +44,9 @@ type Config struct {
 	Now func() time.Time
 	// DisableScheduler leaves schedule Invokes alone (tests, one-shot CLIs).
 	DisableScheduler bool
+	// Tracer records the enqueue, each run, step, hold wait and dispatch
+	// as spans (SPEC §10). Nil: no tracing, and no cost for it.
+	Tracer trace.TracerProvider
 	// CancelPoll bounds how long a cancel request made by another process
 	// takes to reach a model call running here (default 1s): the running
 	// step's heartbeat reads it at least this often.
@@ -117,6 +124,8 @@ type Engine struct {
 	lib     *library.Service
 	log     *slog.Logger
 	met     *metrics
+	tracer  trace.Tracer
+	traced  bool // Config.Tracer was set
 
 	// wake carries "there may be work" to one idle worker; each worker that
 	// finds a full batch passes it on, so a burst fans out without every
@@ -141,7 +150,10 @@ type Engine struct {
 	// cancelReq holds cancellations of runs claimed here but not started
 	// yet (waiting in a worker's batch); they are cancelled as they start.
 	cancelReq map[string]error
-	subs      []chan Event
+	// runDone is closed when this process stops executing a run (settled,
+	// suspended or dropped), for callers that cancel and then wait.
+	runDone map[string]chan struct{}
+	subs    []chan Event
 }
 
 // New returns an engine; call Start to run the pool and scheduler.
@@ -160,6 +172,9 @@ func New(cfg Config, s store.Store, models *model.Registry, log *slog.Logger) *E
 		handoff:   make(chan *store.Run, 64),
 		inflight:  map[string]context.CancelCauseFunc{},
 		cancelReq: map[string]error{},
+		tracer:    tracing.Tracer(cfg.Tracer),
+		traced:    cfg.Tracer != nil,
+		runDone:   map[string]chan struct{}{},
 	}
 	e.settleSlots = make(chan struct{}, 4*cfg.Workers)
 	e.resumeHint.Store(true)
@@ -378,6 +393,19 @@ func (e *Engine) claim(ctx context.Context, limit int) ([]*store.Run, error) {
 		e.notify(Event{Kind: EventRunStarted, RunID: r.ID, ItemID: r.ItemID, SessionID: r.SessionID, Status: r.Status})
 	}
 	return runs, nil
+}
+
+// untraced is the span of a service that does not trace: starting none
+// costs nothing, not even an allocation.
+var untraced = trace.SpanFromContext(context.Background())
+
+// startSpan starts a span named name when the engine traces, and otherwise
+// answers ctx with a span that records nothing.
+func (e *Engine) startSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if !e.traced {
+		return ctx, untraced
+	}
+	return e.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
 }
 
 func (e *Engine) logErr(ctx context.Context, what string, err error) {

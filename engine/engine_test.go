@@ -65,7 +65,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 		// enqueue, a decision or a recovery woke the runner.
 		cfg.PassInterval = time.Hour
 	}
-	models := model.NewRegistry("template", model.Config{OpenAIBaseURL: b.llm.URL, HTTPClient: b.llm.Client()})
+	models := model.NewRegistry("template", model.Config{OpenAIBaseURL: b.llm.URL, HTTPClient: b.llm.Client(), Tracer: cfg.Tracer})
 	b.eng = New(cfg, db, models, nil)
 	b.eng.Subscribe(func(ev Event) { b.events <- ev })
 	runCtx, cancel := context.WithCancel(ctx)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -52,7 +53,7 @@ func (e *NotCompiledError) Unwrap() error { return store.ErrConflict }
 // enqueues through here, so these rules hold on all of them. Routing reads
 // only the workflow index: nothing is compiled here. A new item wakes the
 // runner at once.
-func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (*store.QueueItem, bool, error) {
+func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (_ *store.QueueItem, _ bool, err error) {
 	if err := checkEnqueue(p); err != nil {
 		return nil, false, err
 	}
@@ -60,6 +61,13 @@ func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (*store.QueueItem
 	if cmd != "" && !strings.HasPrefix(cmd, "/") {
 		cmd = "/" + cmd
 	}
+	// The item carries this span's context: its run, whenever and wherever
+	// it executes, joins the trace that asked for it.
+	ctx, span := e.startSpan(ctx, tracing.SpanEnqueue, tracing.WorkflowCommand.String(cmd))
+	defer func() {
+		tracing.Fail(span, "", err)
+		span.End()
+	}()
 	w, err := e.store.WorkflowGetByCommand(ctx, cmd)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -80,6 +88,9 @@ func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (*store.QueueItem
 	}
 	ip := &store.QueueItemInsertParams{ID: id, OwnerUID: p.OwnerUID, WorkflowMemoID: w.MemoID, Command: w.Command,
 		DedupeKey: key, Payload: p.Payload, SessionID: p.SessionID}
+	if e.traced {
+		ip.TraceContext = tracing.FromContext(ctx)
+	}
 	if target, _ := p.Payload["targetMemoId"].(string); target != "" {
 		// Dispatch updates the stub only while it is still at this version.
 		m, err := e.store.MemoGetByID(ctx, target)
@@ -90,17 +101,24 @@ func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (*store.QueueItem
 		}
 		ip.TargetVersion = m.ContentVersion
 	}
+	origin := store.OriginWorkflow
 	if p.SessionID == "" {
 		// Items enqueued with no session follow the workflow's own policy,
 		// which is what posture auto means.
 		ip.NewSession = &store.SessionCreateParams{Title: w.Title, Origin: store.OriginWorkflow, Policy: "auto",
 			CallerUser: p.OwnerUID, Context: map[string]any{"command": w.Command}}
-	} else if _, err := e.store.SessionGetByID(ctx, p.SessionID); err != nil {
+	} else if ses, err := e.store.SessionGetByID(ctx, p.SessionID); err != nil {
 		return nil, false, err
+	} else {
+		origin = ses.Origin
 	}
 	it, created, err := e.store.QueueItemInsert(ctx, ip)
 	if err != nil {
 		return nil, false, err
+	}
+	if span.IsRecording() {
+		span.SetAttributes(tracing.ItemID.String(it.ID), tracing.SessionID.String(it.SessionID), tracing.Enqueued.Bool(created),
+			tracing.Surface.String(tracing.SurfaceOf(p.OwnerUID, origin)))
 	}
 	if created {
 		e.signal()

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -50,10 +53,13 @@ type DecideParams struct {
 	Decider Decider
 }
 
-// Decide applies a steward's decision. Refusals wrap ErrForbidden; a hold
-// already decided wraps store.ErrConflict naming who decided. Every attempt
-// is audited. An approval that completes the hold wakes the runner, which
-// resumes the run from the decision recorded on it.
+// Decide applies a steward's decision. Refusals wrap store.ErrForbidden; a
+// hold already decided (or already approved by this steward) wraps
+// store.ErrConflict naming who decided, and so does an edited output that
+// fails one of the workflow's Guard checks. Every attempt is audited. An
+// approval that completes the hold wakes the runner, which resumes the run
+// from the decision recorded on it. The rules are Rights' (MayDecide shows
+// them before anyone clicks).
 func (e *Engine) Decide(ctx context.Context, p DecideParams) (*store.Hold, error) {
 	if p.Decision != "approve" && p.Decision != "reject" {
 		return nil, store.Refuse(store.ErrInvalid, `decision must be "approve" or "reject", got %q`, p.Decision)
@@ -68,44 +74,136 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) (*store.Hold, error
 	if p.Output != "" && p.Decision != "approve" {
 		return nil, store.Refuse(store.ErrInvalid, "an edited output can only come with an approval")
 	}
-	d, linked, err := e.resolve(ctx, p.Decider)
+	rights, err := e.RightsOf(ctx, p.Decider)
 	if err != nil {
 		return nil, err
 	}
-	name := deciderName(d)
+	d := rights.d
 	refuse := func(kind error, reason string) (*store.Hold, error) {
-		audit := &store.HoldDecision{HoldID: h.ID, RunID: h.RunID, Decision: p.Decision, DecidedBy: name, Via: d.Via,
-			Comment: p.Comment, Outcome: store.AttemptRefused, Reason: reason}
+		outcome := store.AttemptRefused
+		if errors.Is(kind, store.ErrConflict) {
+			outcome = store.AttemptConflict
+		}
+		audit := &store.HoldDecision{HoldID: h.ID, RunID: h.RunID, Decision: p.Decision, DecidedBy: rights.name, Via: d.Via,
+			Comment: p.Comment, Outcome: outcome, Reason: reason}
 		if p.Output != "" {
 			audit.Output = &p.Output
 		}
 		if err := e.store.HoldDecisionAppend(ctx, audit); err != nil {
 			return nil, err
 		}
-		e.log.InfoContext(ctx, "hold decision refused", slog.String("hold_id", h.ID), slog.String("by", name), slog.String("reason", reason))
+		e.log.InfoContext(ctx, "hold decision refused", slog.String("hold_id", h.ID), slog.String("by", rights.name), slog.String("reason", reason))
 		return nil, store.Refuse(kind, "%s", reason)
 	}
-	if !e.isSteward(d, linked) {
-		return refuse(store.ErrForbidden, name+" is not a steward; only stewards may decide holds")
+	if reason, kind := rights.refusal(h, p.Decision, false); kind != nil {
+		return refuse(kind, reason)
 	}
-	if p.Decision == "approve" && !h.SelfApproval && isOwner(h.OwnerUID, d) {
-		return refuse(store.ErrForbidden, name+" asked for this run and may not approve it (the workflow's Policy does not allow self approval)")
-	}
-	if p.Output != "" && h.Status == store.HoldOpen {
-		// An edited output is published in place of the checked one, so it
-		// passes the same checks first (SPEC §4.3), whichever surface sent it.
+	if p.Decision == "approve" && p.Output != "" && h.Status == store.HoldOpen {
 		outcomes, err := e.GuardOutput(ctx, h.RunID, p.Output)
 		if err != nil {
 			return nil, err
 		}
 		for _, o := range outcomes {
 			if !o.Passed {
-				return refuse(store.ErrConflict, fmt.Sprintf("the edited output fails the workflow's Guard check %s (%s); the hold stays open", o.Check, o.Detail))
+				return refuse(store.ErrConflict, fmt.Sprintf("the edited output fails the Guard check %s: %s", o.Check, o.Detail))
 			}
 		}
 	}
-	return e.decide(ctx, h, attempt{decision: p.Decision, by: name, key: deciderKey(d), via: d.Via,
+	return e.decide(ctx, h, attempt{decision: p.Decision, by: rights.name, key: deciderKey(d), via: d.Via,
 		comment: p.Comment, output: nonEmpty(p.Output)})
+}
+
+// Rights is what one caller may do with holds, resolved once (their linked
+// identity, their stewardship) so that a page of holds is checked without a
+// lookup per hold. Decide refuses by the same rules, so what a surface shows
+// before a click and what Decide answers after it never disagree.
+type Rights struct {
+	d       Decider
+	name    string
+	steward bool
+}
+
+// RightsOf resolves d's rights over holds.
+func (e *Engine) RightsOf(ctx context.Context, d Decider) (*Rights, error) {
+	d, linked, err := e.resolve(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return &Rights{d: d, name: deciderName(d), steward: e.isSteward(d, linked)}, nil
+}
+
+// Steward says whether the caller may decide holds at all.
+func (r *Rights) Steward() bool { return r.steward }
+
+// MayApprove answers whether the caller may approve h now and, when not,
+// the sentence saying why (the one Decide would refuse with).
+func (r *Rights) MayApprove(h *store.Hold) (bool, string) {
+	reason, kind := r.refusal(h, "approve", true)
+	return kind == nil, reason
+}
+
+// MayReject is MayApprove for a rejection.
+func (r *Rights) MayReject(h *store.Hold) (bool, string) {
+	reason, kind := r.refusal(h, "reject", true)
+	return kind == nil, reason
+}
+
+// refusal is the decision rule: the sentence and kind (the sentinel that
+// picks the status) of a refusal, or a nil kind.
+// A hold that is no longer open is refused here only when asked (checkOpen):
+// Decide leaves that to the store, which decides it atomically and audits
+// the conflict naming who decided.
+func (r *Rights) refusal(h *store.Hold, decision string, checkOpen bool) (reason string, kind error) {
+	if !r.steward {
+		return r.name + " is not a steward; only stewards may decide holds", store.ErrForbidden
+	}
+	if checkOpen && h.Status != store.HoldOpen {
+		by := ""
+		if h.DecidedBy != "" {
+			by = " by " + h.DecidedBy
+		}
+		return "this hold was already " + h.Status + by, store.ErrConflict
+	}
+	if decision != "approve" {
+		return "", nil
+	}
+	if !h.SelfApproval && isOwner(h.OwnerUID, r.d) {
+		return r.name + " asked for this run and may not approve it (the workflow's Policy does not allow self approval); another steward must approve it", store.ErrForbidden
+	}
+	if h.Status == store.HoldOpen && approvedBy(h, deciderKey(r.d)) {
+		return alreadyApproved(h), store.ErrConflict
+	}
+	return "", nil
+}
+
+// approvedBy reports whether the person key has approved h already: N
+// approvals are N people.
+func approvedBy(h *store.Hold, key string) bool {
+	return slices.ContainsFunc(h.Approvals, func(a store.HoldApproval) bool { return a.Key == key })
+}
+
+// alreadyApproved is said to the steward who approves twice (SPEC §4.3:
+// "you already approved; N of M"), on every surface alike.
+func alreadyApproved(h *store.Hold) string {
+	return fmt.Sprintf("you already approved this hold (%d of %d approvals); it needs another steward's approval",
+		len(h.Approvals), h.RequiredApprovals)
+}
+
+// MayDecide answers whether d may approve the hold now and, when not, why:
+// the rule Decide applies, asked before anyone clicks (a surface shows no
+// enabled Approve and gives the reason). Any steward who may approve may
+// reject; Rights answers both for many holds at once.
+func (e *Engine) MayDecide(ctx context.Context, holdID string, d Decider) (ok bool, reason string, err error) {
+	h, err := e.store.HoldGetByID(ctx, holdID)
+	if err != nil {
+		return false, "", err
+	}
+	r, err := e.RightsOf(ctx, d)
+	if err != nil {
+		return false, "", err
+	}
+	ok, reason = r.MayApprove(h)
+	return ok, reason, nil
 }
 
 // GuardOutput runs the Guard checks of the run's workflow (as compiled for
@@ -160,6 +258,10 @@ func (e *Engine) resolve(ctx context.Context, d Decider) (Decider, *store.User, 
 	}
 	if err != nil {
 		return d, nil, fmt.Errorf("resolve decider: %w", err)
+	}
+	if u.Disabled {
+		// A disabled account lends no one its role or its name.
+		return d, nil, nil
 	}
 	d.UserID = u.ID
 	if d.SlackUserID == "" {
@@ -246,9 +348,8 @@ func (e *Engine) decision(h *store.Hold, a attempt) (*store.HoldDecideParams, st
 		p.Status, p.RunDecision = store.HoldRejected, "rejected"
 		p.Outcome = &store.RunOutcome{Status: store.RunCancelled, ItemStatus: store.ItemFailed, ErrorKind: KindCancelled, Error: msg}
 	} else {
-		if !a.force && slices.ContainsFunc(h.Approvals, func(x store.HoldApproval) bool { return x.Key == a.key }) {
-			return p, fmt.Sprintf("you already approved this hold (%d of %d approvals); it needs another steward's approval",
-				len(h.Approvals), h.RequiredApprovals)
+		if !a.force && approvedBy(h, a.key) {
+			return p, alreadyApproved(h) // a race Rights could not see
 		}
 		p.Approvals = append(p.Approvals, store.HoldApproval{By: a.by, Key: a.key, Via: a.via, At: now.UTC(), Comment: a.comment})
 		if a.force || len(p.Approvals) >= h.RequiredApprovals {
@@ -290,6 +391,26 @@ func (e *Engine) decided(ctx context.Context, out *store.Hold) {
 	}
 	e.log.InfoContext(ctx, "hold decided", slog.String("hold_id", out.ID), slog.String("run_id", out.RunID),
 		slog.String("status", out.Status), slog.String("by", out.DecidedBy), slog.String("via", out.DecidedVia))
+	e.traceHoldWait(ctx, out)
+}
+
+// traceHoldWait records a decided hold's wait, opened → decided, in the
+// trace of its run's item. The wait outlives any one process, so it is
+// written when it ends, with the times the store kept; the decision's own
+// span (a Slack click, an API call) is linked.
+func (e *Engine) traceHoldWait(ctx context.Context, h *store.Hold) {
+	if !e.traced || h.DecidedAt == nil {
+		return
+	}
+	it, err := e.store.QueueItemGetByID(ctx, h.ItemID)
+	if err != nil || it.TraceContext == "" {
+		return
+	}
+	_, span := e.tracer.Start(tracing.Join(ctx, it.TraceContext), tracing.SpanHold, trace.WithTimestamp(h.CreatedAt),
+		trace.WithLinks(trace.LinkFromContext(ctx)), trace.WithAttributes(tracing.HoldIDKey.String(h.ID),
+			tracing.RunID.String(h.RunID), tracing.HoldGate.String(h.GateLabel), tracing.HoldStatus.String(h.Status),
+			tracing.HoldVia.String(h.DecidedVia), tracing.WorkflowCommand.String(h.Command)))
+	span.End(trace.WithTimestamp(*h.DecidedAt))
 }
 
 func (e *Engine) isSteward(d Decider, linked *store.User) bool {
@@ -414,17 +535,10 @@ func (e *Engine) CancelSessionRuns(ctx context.Context, sessionID string, by Dec
 		return 0, err
 	}
 	cause := fmt.Errorf("%w by %s", errRunCancelled, name)
-	e.mu.Lock()
 	for _, r := range running {
-		if cancel := e.inflight[r.ID]; cancel != nil {
-			cancel(cause)
-		} else if r.RunnerID == e.cfg.RunnerID {
-			// Claimed here but not started yet: cancelled when it starts.
-			e.cancelReq[r.ID] = cause
-		}
+		e.cancelRunning(r, cause)
 		n++
 	}
-	e.mu.Unlock()
 	held, err := e.store.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, SessionID: sessionID, Limit: 500})
 	if err != nil {
 		return n, err
@@ -440,4 +554,23 @@ func (e *Engine) CancelSessionRuns(ctx context.Context, sessionID string, by Dec
 		n++
 	}
 	return n, nil
+}
+
+// cancelRunning cancels a running run's context with cause when this
+// process executes it, or, when it is claimed here but not started, asks
+// for it to be cancelled as it starts; another process's run reads the
+// durable request (RunCancelRequest) with its next heartbeat. done is
+// closed when this process stops executing the run; nil when it is not
+// executing it now.
+func (e *Engine) cancelRunning(r *store.Run, cause error) (done <-chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cancel := e.inflight[r.ID]; cancel != nil {
+		cancel(cause)
+		return e.runDone[r.ID]
+	}
+	if r.RunnerID == e.cfg.RunnerID {
+		e.cancelReq[r.ID] = cause
+	}
+	return nil
 }

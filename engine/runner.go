@@ -10,7 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -53,6 +57,12 @@ const checkpointAfter = 5 * time.Millisecond
 type runState struct {
 	Context []workflow.ContextMemo `json:"context"`
 	Output  string                 `json:"output"`
+	// Edges is the report an Edges load read, so a resumed run's prompt
+	// sees what its first execution saw.
+	Edges *workflow.Edges `json:"edges,omitempty"`
+	// BudgetPassed records that a steward let the run go on past its
+	// Token budget: it is not held for it again.
+	BudgetPassed bool `json:"budgetPassed,omitempty"`
 }
 
 // stepError is a failed step with its taxonomy kind.
@@ -87,6 +97,10 @@ type exec struct {
 	// session is the run's session as read at sessionAt.
 	session   *store.Session
 	sessionAt time.Time
+	// span is this execution's workflow.run span; handedOff says the
+	// async settle ends it.
+	span      trace.Span
+	handedOff bool
 }
 
 // executeAsync is execute for pool workers: a successful run's settle is
@@ -104,9 +118,19 @@ func (e *Engine) execute(parent context.Context, r *store.Run) *store.Run {
 }
 
 func (e *Engine) run(parent context.Context, r *store.Run, async bool) *store.Run {
+	x := &exec{e: e, run: r, lastSave: e.cfg.Now(), async: async,
+		log: e.log.With(slog.String("run_id", r.ID), slog.String("item_id", r.ItemID), slog.String("command", r.Command))}
+	parent = x.startSpan(parent)
+	defer func() {
+		if !x.handedOff {
+			x.span.End()
+		}
+	}()
 	ctx, cancel := context.WithCancelCause(parent)
 	e.mu.Lock()
 	e.inflight[r.ID] = cancel
+	done := make(chan struct{})
+	e.runDone[r.ID] = done
 	if cause, ok := e.cancelReq[r.ID]; ok {
 		delete(e.cancelReq, r.ID)
 		cancel(cause)
@@ -115,11 +139,11 @@ func (e *Engine) run(parent context.Context, r *store.Run, async bool) *store.Ru
 	defer func() {
 		e.mu.Lock()
 		delete(e.inflight, r.ID)
+		delete(e.runDone, r.ID)
 		e.mu.Unlock()
+		close(done)
 		cancel(nil)
 	}()
-	x := &exec{e: e, run: r, lastSave: e.cfg.Now(), async: async,
-		log: e.log.With(slog.String("run_id", r.ID), slog.String("item_id", r.ItemID), slog.String("command", r.Command))}
 	var (
 		out *store.Run
 		err error
@@ -136,12 +160,14 @@ func (e *Engine) run(parent context.Context, r *store.Run, async bool) *store.Ru
 	switch {
 	case errors.Is(err, store.ErrLeaseLost) || errors.Is(context.Cause(ctx), errLeaseLost):
 		x.log.WarnContext(parent, "run was taken over; dropping it", slog.Any("error", err))
+		x.span.SetAttributes(tracing.RunStatus.String("taken_over"))
 		return nil
 	case errors.Is(context.Cause(ctx), errRunCancelled):
 		return x.settleFailed(parent, KindCancelled, context.Cause(ctx).Error())
 	case parent.Err() != nil:
 		// Shutdown: leave the run for immediate recovery at the next start.
 		e.release(context.WithoutCancel(parent), r)
+		x.span.SetAttributes(tracing.RunStatus.String("released"))
 		return nil
 	case errors.As(err, &se):
 		return x.settleFailed(parent, se.kind, se.Error())
@@ -151,6 +177,31 @@ func (e *Engine) run(parent context.Context, r *store.Run, async bool) *store.Ru
 	}
 }
 
+// startSpan starts this execution's workflow.run span in the trace of the
+// run's item, with the run's provenance.
+func (x *exec) startSpan(ctx context.Context) context.Context {
+	if !x.e.traced {
+		x.span = untraced
+		return ctx
+	}
+	r := x.run
+	ctx, x.span = x.e.tracer.Start(tracing.Join(ctx, r.TraceContext), tracing.SpanRun)
+	if !x.span.IsRecording() {
+		return ctx
+	}
+	s, _ := x.getSession(ctx, 0) // read once; the prompt reuses it
+	origin := ""
+	if s != nil {
+		origin = s.Origin
+	}
+	x.span.SetAttributes(append(tracing.Provenance(s, tracing.SurfaceOf(r.OwnerUID, origin), r.Command),
+		tracing.RunID.String(r.ID), tracing.ItemID.String(r.ItemID), tracing.RunAttempt.Int(r.RecoveryAttempts))...)
+	if r.Decision != "" {
+		x.span.SetAttributes(attribute.String("holdfast.run.decision", r.Decision), tracing.HoldIDKey.String(r.HoldID))
+	}
+	return ctx
+}
+
 func (x *exec) runSteps(ctx context.Context) (*store.Run, error) {
 	if err := x.load(ctx); err != nil {
 		return nil, err
@@ -158,6 +209,9 @@ func (x *exec) runSteps(ctx context.Context) (*store.Run, error) {
 	for i, st := range x.manifest.Steps {
 		if x.steps[i].Status == StepSucceeded {
 			continue
+		}
+		if x.overBudget() {
+			return x.holdForBudget(ctx, i)
 		}
 		if st.Kind == workflow.KindOutput {
 			return x.output(ctx, i)
@@ -195,16 +249,11 @@ func (x *exec) load(ctx context.Context) error {
 			}
 			return err
 		}
-		m, errs := x.e.lib.Compile(ctx, memo.Body)
+		m, raw, errs := x.e.lib.CompileMemo(ctx, memo)
 		if len(errs) > 0 {
 			return failf(KindCompile, "workflow does not compile: %s", errs.Error())
 		}
-		x.manifest = m
-		raw, err := json.Marshal(m)
-		if err != nil {
-			return err
-		}
-		x.rawMan, x.manDirty = raw, true
+		x.manifest, x.rawMan, x.manDirty = m, raw, true
 	}
 	x.steps = r.Steps
 	if len(x.steps) != len(x.manifest.Steps) {
@@ -213,11 +262,14 @@ func (x *exec) load(ctx context.Context) error {
 			x.steps[i] = store.RunStep{Kind: st.Kind, Status: StepPending}
 		}
 	}
+	x.budgetDecided()
 	return nil
 }
 
 // step runs one non-Output step and records it.
 func (x *exec) step(ctx context.Context, i int, st workflow.Step) error {
+	ctx, span := x.e.startSpan(ctx, tracing.SpanStep, tracing.StepIndex.Int(i+1), tracing.StepKind.String(st.Kind))
+	defer span.End()
 	start := x.e.cfg.Now()
 	rec := &x.steps[i]
 	at := start.UTC() // API times are UTC (SPEC §7); start keeps its monotonic reading
@@ -236,6 +288,7 @@ func (x *exec) step(ctx context.Context, i int, st workflow.Step) error {
 		var se *stepError
 		if errors.As(err, &se) {
 			rec.Status, rec.ErrorKind, rec.Error = StepFailed, se.kind, se.Error()
+			tracing.Fail(span, se.kind, err)
 		}
 		return err
 	}
@@ -349,6 +402,14 @@ func (x *exec) loadContext(ctx context.Context) error {
 			for _, m := range ms {
 				out = append(out, workflow.ContextMemo{Class: l.Class, Title: m.Title, Body: m.Body})
 			}
+		case workflow.LoadEdges:
+			rep, err := x.e.edgesReport(ctx, l.Value)
+			if err != nil {
+				return failf(KindLoad, "edges of understanding over %s (line %d): %v", l.Value, l.Line, err)
+			}
+			x.state.Edges = rep
+			out = append(out, workflow.ContextMemo{Class: l.Class, Title: "Edges of understanding (last " + l.Value + ")",
+				Body: EdgesMarkdown(rep)})
 		}
 	}
 	x.state.Context = out
@@ -381,7 +442,8 @@ func payloadPath(payload map[string]any, path string) any {
 }
 
 func (x *exec) promptData(ctx context.Context) workflow.PromptData {
-	d := workflow.PromptData{Payload: x.run.Payload, Context: x.state.Context, Workflow: x.manifest, Session: map[string]any{}}
+	d := workflow.PromptData{Payload: x.run.Payload, Context: x.state.Context, Workflow: x.manifest, Session: map[string]any{},
+		Edges: x.state.Edges}
 	if s, err := x.getSession(ctx, 0); err == nil && s != nil {
 		d.Session = map[string]any{"id": s.ID, "title": s.Title, "tags": s.Tags, "context": s.Context,
 			"policy": s.Policy, "origin": s.Origin, "platform": s.Platform}
@@ -459,6 +521,19 @@ func (x *exec) guardsJSON() json.RawMessage {
 	return b
 }
 
+// usage is what the run's model calls have used so far, as runs record it.
+func (x *exec) usage() *store.RunUsage {
+	if x.manifest == nil {
+		return nil
+	}
+	u := &store.RunUsage{Model: x.e.models.Spec(x.manifest.Policy.Model)}
+	for _, s := range x.steps {
+		u.TokensIn += int64(s.TokensIn)
+		u.TokensOut += int64(s.TokensOut)
+	}
+	return u
+}
+
 func (x *exec) manifestArg() json.RawMessage {
 	if x.manDirty {
 		return x.rawMan
@@ -469,7 +544,7 @@ func (x *exec) manifestArg() json.RawMessage {
 // checkpoint writes progress, pending transcript lines and the heartbeat.
 func (x *exec) checkpoint(ctx context.Context) error {
 	err := x.e.store.RunCheckpoint(ctx, &store.RunCheckpointParams{RunID: x.run.ID, Lease: x.run.Lease, Now: x.e.cfg.Now(),
-		Manifest: x.manifestArg(), Steps: x.steps, State: x.stateJSON(), Guards: x.guardsJSON(), Events: x.events})
+		Manifest: x.manifestArg(), Steps: x.steps, State: x.stateJSON(), Guards: x.guardsJSON(), Usage: x.usage(), Events: x.events})
 	if err != nil {
 		return err
 	}
@@ -513,7 +588,7 @@ func (x *exec) settle(ctx context.Context, status, kind, msg string, dispatch *s
 		finishedEvent(&store.Run{ID: x.run.ID, Status: status, ErrorKind: kind, Error: msg}))
 	p := &store.RunSettleParams{RunID: x.run.ID, Lease: x.run.Lease, Now: x.e.cfg.Now(),
 		Status: status, ErrorKind: kind, Error: msg, Manifest: x.manifestArg(), Steps: x.steps, State: x.stateJSON(),
-		Guards: x.guardsJSON(), Dispatch: dispatch, Events: evs}
+		Guards: x.guardsJSON(), Usage: x.usage(), Dispatch: dispatch, Events: evs}
 	r, err := x.e.store.RunSettle(ctx, p)
 	// A dispatched memo that workflows name (a Gate they were missing, a
 	// stub that is a workflow memo) must recompile them in the same commit:
@@ -541,6 +616,10 @@ func (x *exec) settle(ctx context.Context, status, kind, msg string, dispatch *s
 		return nil
 	}
 	x.flushed()
+	x.span.SetAttributes(tracing.RunStatus.String(r.Status))
+	if status == store.RunFailed {
+		tracing.Fail(x.span, kind, errors.New(msg))
+	}
 	if dispatch != nil {
 		x.e.notify(Event{Kind: EventMemoDispatched, RunID: r.ID, ItemID: r.ItemID, SessionID: r.SessionID, Status: r.Status})
 	}

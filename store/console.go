@@ -48,6 +48,18 @@ type ConsoleStore interface {
 	SignInFailureAddMany(ctx context.Context, p *SignInFailureAddManyParams) error
 	// SignInFailureDeleteMany forgets the keys' counts.
 	SignInFailureDeleteMany(ctx context.Context, keys []string) error
+	// UserDisabledSet disables or enables a user; disabling also ends the
+	// user's sign-in sessions, in the same transaction.
+	UserDisabledSet(ctx context.Context, userID string, disabled bool) (*User, error)
+	// UserPasswordSet replaces a user's password hash and ends the user's
+	// sign-in sessions, in the same transaction.
+	UserPasswordSet(ctx context.Context, userID, passwordHash string) (*User, error)
+	// ConsoleDraftCreate keeps a form's text across a redirect (d.ID,
+	// SessionID and Body required); drafts older than a day are dropped.
+	ConsoleDraftCreate(ctx context.Context, d *ConsoleDraft) error
+	// ConsoleDraftGetByID reads a draft of the sign-in sessionID; another
+	// session's draft is ErrNotFound.
+	ConsoleDraftGetByID(ctx context.Context, id, sessionID string) (*ConsoleDraft, error)
 }
 
 // SignInFailure is the count of failed sign-ins under one throttle key in
@@ -73,4 +85,13 @@ type SignInFailureAddManyParams struct {
 	Keys  []string
 	Now   time.Time
 	Since time.Time
+}
+
+// ConsoleDraft is a form's text kept for one sign-in across a redirect;
+// Body is the console's own encoding.
+type ConsoleDraft struct {
+	ID        string
+	SessionID string
+	Body      string
+	CreatedAt time.Time
 }

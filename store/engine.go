@@ -46,6 +46,15 @@ const (
 // makes "one settled run, one dispatch" hold across crashes and slow workers.
 var ErrLeaseLost = errors.New("run lease lost")
 
+// ItemIDForRun is RunIDForItem backwards: the item a run id was derived from.
+func ItemIDForRun(runID string) string {
+	_, suffix, ok := strings.Cut(runID, "_")
+	if !ok {
+		suffix = runID
+	}
+	return "itm_" + suffix
+}
+
 // RunIDForItem derives a run's id from its queue item, so a re-claim can
 // never make a second run for one item.
 func RunIDForItem(itemID string) string {
@@ -56,8 +65,9 @@ func RunIDForItem(itemID string) string {
 	return "run_" + suffix
 }
 
-// HoldIDForRun derives the (single) hold of a run from its id, so reopening
-// a hold after a crash is idempotent.
+// HoldIDForRun derives the hold of a run's output review from its id, so
+// reopening a hold after a crash is idempotent. (A run may be held before
+// that for other gates, such as its Token budget, under ids of their own.)
 func HoldIDForRun(runID string) string {
 	_, suffix, ok := strings.Cut(runID, "_")
 	if !ok {
@@ -80,6 +90,7 @@ type QueueItem struct {
 	// TargetVersion is the contentVersion payload.targetMemoId had at
 	// enqueue; dispatch updates the stub only while it still has it.
 	TargetVersion int64      `json:"-"`
+	TraceContext  string     `json:"-"` // W3C traceparent of the enqueue: every execution of the run joins its trace
 	CreatedAt     time.Time  `json:"createdAt"`
 	ClaimedAt     *time.Time `json:"claimedAt"`
 	SettledAt     *time.Time `json:"settledAt"`
@@ -98,6 +109,7 @@ type QueueItemInsertParams struct {
 	Payload        map[string]any
 	SessionID      string
 	TargetVersion  int64
+	TraceContext   string
 	NewSession     *SessionCreateParams
 }
 
@@ -115,7 +127,8 @@ type RunStep struct {
 }
 
 // Run is a workflow run. Manifest, State and Guards are JSON the engine owns;
-// the store keeps them verbatim.
+// the store keeps them verbatim. TraceContext is its item's; Model and the
+// token totals are the usage last written (RunUsage).
 type Run struct {
 	ID               string          `json:"id"`
 	ItemID           string          `json:"itemId"`
@@ -125,6 +138,7 @@ type Run struct {
 	OwnerUID         string          `json:"ownerUid"`
 	Payload          map[string]any  `json:"payload"`
 	TargetVersion    int64           `json:"-"`
+	TraceContext     string          `json:"-"`
 	Status           string          `json:"status"`
 	Manifest         json.RawMessage `json:"manifest"`
 	Steps            []RunStep       `json:"steps"`
@@ -136,6 +150,9 @@ type Run struct {
 	Decision         string          `json:"decision"`
 	DecidedOutput    *string         `json:"-"`
 	DispatchMemoID   string          `json:"dispatchMemoId"`
+	Model            string          `json:"model"`
+	TokensIn         int64           `json:"tokensIn"`
+	TokensOut        int64           `json:"tokensOut"`
 	Lease            int64           `json:"-"`
 	RunnerID         string          `json:"runnerId"`
 	HeartbeatAt      time.Time       `json:"heartbeatAt"`
@@ -209,6 +226,15 @@ type RunRescueParams struct {
 	Exhaust     []RunExhaust
 }
 
+// RunUsage is what a run's model calls have used so far: the model they
+// call and the tokens in and out summed over its steps. Usage listings
+// (UsageList) add up what runs record here.
+type RunUsage struct {
+	Model     string
+	TokensIn  int64
+	TokensOut int64
+}
+
 // RunCheckpointParams records progress of a running run and refreshes its
 // heartbeat. Nil fields are left as they are. It is fenced on Lease.
 type RunCheckpointParams struct {
@@ -219,6 +245,7 @@ type RunCheckpointParams struct {
 	Steps    []RunStep
 	State    json.RawMessage
 	Guards   json.RawMessage
+	Usage    *RunUsage
 	Events   []EventAppendParams
 }
 
@@ -261,6 +288,7 @@ type RunSettleParams struct {
 	Steps      []RunStep
 	State      json.RawMessage
 	Guards     json.RawMessage
+	Usage      *RunUsage
 	Dispatch   *DispatchParams
 	Events     []EventAppendParams
 }
@@ -273,12 +301,43 @@ type ListCursor struct {
 	ID        string
 }
 
-// RunListParams lists runs, newest first; After continues a listing.
+// RunListParams lists runs, newest first; After continues a listing. Every
+// filter set must match.
 type RunListParams struct {
 	Status    string
 	SessionID string
-	After     *ListCursor
-	Limit     int
+	// Command keeps one workflow's runs (its command with the slash).
+	Command string
+	// Query keeps runs whose title or brief (the item's payload.title and
+	// payload.brief) contains it, case-insensitively.
+	Query string
+	After *ListCursor
+	Limit int
+}
+
+// RunCountParams counts runs per status under a listing's filters (every
+// filter of RunListParams but Status).
+type RunCountParams struct {
+	Command   string
+	SessionID string
+	Query     string
+	// Cap bounds a count that has to visit the runs one by one (a text
+	// filter): it stops after Cap runs and says so (default 1,000).
+	Cap int
+}
+
+// RunCounts is runs per status; Capped says the count stopped at the cap,
+// so the numbers are of the newest matches only.
+type RunCounts struct {
+	ByStatus map[string]int64
+	Capped   bool
+}
+
+// RunHourCount is how many runs created in one hour have one status now.
+type RunHourCount struct {
+	Hour   time.Time
+	Status string
+	N      int64
 }
 
 // HoldApproval is one steward's approval of a hold.
@@ -372,12 +431,18 @@ type HoldDecision struct {
 }
 
 // HoldListParams lists holds: open ones oldest first, otherwise newest
-// first; After continues a listing.
+// first; After continues a listing. Decided lists approved and rejected
+// holds together, newest decision first, and its cursor's CreatedAt is the
+// last shown hold's decision time.
 type HoldListParams struct {
 	Status    string
 	SessionID string
-	After     *ListCursor
-	Limit     int
+	// Command keeps one workflow's holds, OwnerUID one requester's.
+	Command  string
+	OwnerUID string
+	Decided  bool
+	After    *ListCursor
+	Limit    int
 }
 
 // EngineStore persists queue items, runs and holds (SPEC §4).
@@ -386,6 +451,8 @@ type EngineStore interface {
 	// whether a new item was written.
 	QueueItemInsert(ctx context.Context, p *QueueItemInsertParams) (*QueueItem, bool, error)
 	QueueItemGetByID(ctx context.Context, id string) (*QueueItem, error)
+	// QueueItemListByIDs reads the items of ids that exist, in no order.
+	QueueItemListByIDs(ctx context.Context, ids []string) ([]*QueueItem, error)
 	// QueueItemCountPending is one indexed count.
 	QueueItemCountPending(ctx context.Context) (int64, error)
 	QueueItemCountByStatus(ctx context.Context) (map[string]int64, error)
@@ -399,6 +466,15 @@ type EngineStore interface {
 	RunGetByID(ctx context.Context, id string) (*Run, error)
 	RunList(ctx context.Context, p *RunListParams) ([]*Run, error)
 	RunCountByStatus(ctx context.Context) (map[string]int64, error)
+	// RunCountsByStatus counts runs per status under p's filters; without a
+	// text filter it reads kept counts, never the runs.
+	RunCountsByStatus(ctx context.Context, p *RunCountParams) (*RunCounts, error)
+	// RunHourCounts answers, per hour of creation from since's hour on, how
+	// many runs have each status (hours and statuses with none are absent).
+	RunHourCounts(ctx context.Context, since time.Time) ([]RunHourCount, error)
+	// RunListByDispatchMemo lists the runs that dispatched to memoID, newest
+	// first (a memo's provenance).
+	RunListByDispatchMemo(ctx context.Context, memoID string, limit int) ([]*Run, error)
 	RunCheckpoint(ctx context.Context, p *RunCheckpointParams) error
 	// RunHeartbeat refreshes a running run's heartbeat (fenced on lease) and
 	// answers the cancel request made for it, if any.
@@ -420,6 +496,9 @@ type EngineStore interface {
 	HoldGetByID(ctx context.Context, id string) (*Hold, error)
 	HoldList(ctx context.Context, p *HoldListParams) ([]*Hold, error)
 	HoldCountOpen(ctx context.Context) (int64, error)
+	// HoldCountOpenMatching counts the open holds matching p's Command,
+	// OwnerUID and SessionID.
+	HoldCountOpenMatching(ctx context.Context, p *HoldListParams) (int64, error)
 	// HoldListExpired lists open holds whose timeout has passed at now.
 	HoldListExpired(ctx context.Context, now time.Time, limit int) ([]*Hold, error)
 	// HoldDecide applies a decision; see HoldDecideParams.

@@ -129,6 +129,9 @@ type SlackOutboxAddParams struct {
 	// RefKey, for chat.update, is the dedupe key of the message to update:
 	// its ts is the one recorded when it was posted.
 	RefKey string
+	// TraceContext is the W3C traceparent of the work that queued the
+	// message, so its post joins that trace ("" for none).
+	TraceContext string
 }
 
 // SlackOutboxMsg is a queued Slack write.

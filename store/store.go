@@ -74,6 +74,7 @@ type Store interface {
 	SlackStore   // store/slack.go: the Slack inbox and outbox
 	StewardStore // store/steward.go: hold reminders, App Home reads
 	ConsoleStore // store/console.go: console sign-in sessions
+	InsightStore // store/insight.go: usage and edges of understanding
 
 	// Ping answers whether the database is reachable (for /healthz).
 	Ping(ctx context.Context) error
@@ -138,6 +139,8 @@ type MemoSearchParams struct {
 	MemoType        string
 	IncludeUnlisted bool
 	Limit           int
+	// Offset skips that many results (a later page of the same search).
+	Offset int
 }
 
 // MemoStore persists the memo library.
@@ -277,16 +280,23 @@ const (
 // ValidRole reports whether r is one of the three roles.
 func ValidRole(r string) bool { return r == RoleViewer || r == RoleSteward || r == RoleAdmin }
 
+// RoleAtLeast reports whether role is min or a stronger one.
+func RoleAtLeast(role, min string) bool { return roleRank[role] >= roleRank[min] && roleRank[min] > 0 }
+
+var roleRank = map[string]int{RoleViewer: 1, RoleSteward: 2, RoleAdmin: 3}
+
 // CanDecide reports whether a role may approve or reject holds.
 func CanDecide(role string) bool { return role == RoleSteward || role == RoleAdmin }
 
 // User is a console user; SlackUserID links a Slack identity for decisions.
+// A Disabled user cannot sign in, and their sign-ins stop working.
 type User struct {
 	ID           string    `json:"id"`
 	Username     string    `json:"username"`
 	PasswordHash string    `json:"-"`
 	Role         string    `json:"role"`
 	SlackUserID  string    `json:"slackUserId"`
+	Disabled     bool      `json:"disabled"`
 	CreatedAt    time.Time `json:"createdAt"`
 }
 

@@ -112,7 +112,9 @@ type SessionView struct {
 	ForkedFrom   *Link
 	ActiveRun    *Link
 	OpenHolds    []Link
-	Context      string // pretty JSON, empty when {}
+	SlackURL     templ.SafeURL // the Slack thread, when known
+	RunsURL      templ.SafeURL // this session's runs
+	Context      string        // pretty JSON, empty when {}
 	RequestCount int64
 	Created      Time
 	LastActive   Time
@@ -150,6 +152,7 @@ type EventView struct {
 // HoldCard is a hold shown inside a transcript.
 type HoldCard struct {
 	URL       templ.SafeURL
+	Title     string // what is being decided (engine.HoldTitle)
 	Command   string
 	GateLabel string
 	Status    string
@@ -165,12 +168,14 @@ type HoldRow struct {
 	URL         templ.SafeURL
 	RunURL      templ.SafeURL
 	RunID       string
+	Title       string // what is being decided (engine.HoldTitle)
 	Command     string
 	Workflow    string
 	GateLabel   string
 	Requester   string
 	Status      string
 	Age         Time
+	AgeText     string // "waiting 3h"
 	PreviewHTML string
 	PreviewText string // the raw output, prefilled into the edit box
 	Approvals   string // "1 of 2" when more than one approval is needed
@@ -178,28 +183,76 @@ type HoldRow struct {
 	DecidedVia  string
 	DecidedAt   Time
 	Comment     string
+	Edited      bool // approved with an edited output
 	SessionURL  templ.SafeURL
-	CanDecide   bool
-	DecideURL   string
-	WhyNot      string // shown to stewards who may not decide this one
+	SlackURL    templ.SafeURL // the Slack thread, when known
+	// CanDecide shows the decision form (the viewer is a steward and the
+	// hold is open); CanApprove enables its Approve, else ApproveWhy says
+	// why not. WhyNot explains a missing form (a viewer).
+	CanDecide  bool
+	CanApprove bool
+	ApproveWhy string
+	DecideURL  string
+	WhyNot     string
+	// Sig changes when the card would show something new (live refresh).
+	Sig string
 }
 
 // AuditRow is one decision attempt.
 type AuditRow struct {
-	When     Time
-	Who      string
-	Via      string
-	Decision string
-	Outcome  string
-	Detail   string
+	ID        int64
+	Highlight bool // the attempt the page was sent to show
+	When      Time
+	Who       string
+	Via       string
+	Decision  string
+	Outcome   string
+	Reason    string // why it was refused or not recorded
+	Detail    string
+}
+
+// Option is one choice of a filter's select.
+type Option struct {
+	Value    string
+	Label    string
+	Selected bool
 }
 
 // HoldsView is the holds queue and history.
 type HoldsView struct {
-	Page    Page
-	OpenSig string // changes when the open holds change
-	Open    []HoldRow
-	Decided []HoldRow
+	Page       Page
+	Workflows  []Option
+	Requesters []Option
+	Filtered   bool
+	ClearURL   templ.SafeURL
+	// OpenCount is the open holds matching the filters; Open shows the
+	// oldest of them, OpenMore says how many more there are.
+	OpenCount int
+	Open      []HoldRow
+	OpenMore  int
+	LiveURL   string // polled for arrivals and decisions
+	Decided   []HoldRow
+	// DecidedNext pages the history; DecidedFirst returns to its start.
+	DecidedNext  templ.SafeURL
+	DecidedFirst templ.SafeURL
+}
+
+// HoldsLive is one live refresh of the holds queue: cards to add, replace
+// and remove, and the counts, as htmx out-of-band swaps.
+type HoldsLive struct {
+	CSRF      string
+	OpenCount int
+	NavCount  int
+	Add       []HoldRow
+	Replace   []HoldRow
+	Remove    []string
+	Empty     bool
+}
+
+// DiffLine is one line of a line diff: Op is "=", "-" or "+".
+type DiffLine struct {
+	Op   string
+	Text string
 }
 
 // HoldView is one hold.
@@ -208,26 +261,60 @@ type HoldView struct {
 	Hold  HoldRow
 	Audit []AuditRow
 	Error string
+	// Attempt is the decision attempt the page was sent to show (PRG), with
+	// its outcome as a sentence.
+	Attempt *AttemptNote
+	// Diff compares the run's output with the published (edited) text;
+	// EditedGuards are the Guard checks of the edited text.
+	Diff         []DiffLine
+	EditedGuards []GuardView
+}
+
+// AttemptNote is a decision attempt's outcome shown on the hold page.
+type AttemptNote struct {
+	ID      int64
+	Text    string
+	Refused bool
 }
 
 // RunRow is a run in the runs list.
 type RunRow struct {
 	ID        string
 	URL       templ.SafeURL
+	Title     string
 	Command   string
 	Status    string
 	ErrorKind string
+	Error     string
 	Started   Time
 	Duration  string
 	Session   *Link
 }
 
-// RunsView is the runs list with its status filter.
+// StatusCount is one status with its count, linking the filter.
+type StatusCount struct {
+	Status string
+	Label  string
+	N      int64
+	On     bool
+	URL    templ.SafeURL
+}
+
+// RunsView is the runs list with its filters.
 type RunsView struct {
-	Page     Page
-	Statuses []OriginToggle // reused: one link per status
-	Rows     []RunRow
-	NextURL  templ.SafeURL
+	Page      Page
+	Statuses  []StatusCount
+	CountNote string // "counts of the newest 1,000 matches"
+	Workflows []Option
+	Status    string
+	Query     string
+	SessionID string
+	Session   *Link
+	Filtered  bool
+	ClearURL  templ.SafeURL
+	Rows      []RunRow
+	NextURL   templ.SafeURL
+	FirstURL  templ.SafeURL
 }
 
 // StepView is one step of a run's timeline.
@@ -236,9 +323,22 @@ type StepView struct {
 	Kind      string
 	Text      string
 	Status    string
-	Meta      string // "12:00:01.250 · 40 ms · 8 in / 8 out tokens"
+	Meta      string // "12:00:01.250 · 8 in / 8 out tokens"
 	ErrorKind string
 	Error     string
+}
+
+// WaterfallRow is one bar of a run's waterfall: a step or the approval
+// wait, placed on the run's time axis (Start and Width in 0..1000).
+type WaterfallRow struct {
+	Label    string
+	Kind     string // a step kind, or "wait"
+	Status   string
+	Start    int
+	Width    int
+	Duration string
+	Step     *StepView // nil for the approval wait
+	Note     string
 }
 
 // GuardView is one guard outcome.
@@ -252,9 +352,13 @@ type GuardView struct {
 type RunView struct {
 	Page             Page
 	ID               string
+	Title            string
 	Command          string
+	WorkflowURL      templ.SafeURL
 	Status           string
 	Terminal         bool
+	Lead             string // what happened, in a sentence
+	LeadBad          bool
 	ErrorKind        string
 	Error            string
 	Item             string
@@ -265,13 +369,68 @@ type RunView struct {
 	RecoveryAttempts int
 	Runner           string
 	Heartbeat        Time
-	Steps            []StepView
+	Waterfall        []WaterfallRow
+	Total            string
 	Guards           []GuardView
 	Hold             *HoldRow
 	Dispatch         []Link
 	Manifest         string // pretty JSON
 	Audit            []AuditRow
 	PollURL          string // set while the run is not settled
+	CanRerun         bool
+	CanCancel        bool
+	RerunURL         string
+	CancelURL        string
+	CancelNote       string // what Cancel does to this run
+	Queued           bool   // the item is waiting for a runner: no run yet
+}
+
+// HomeView is what a steward sees first (SPEC §6).
+type HomeView struct {
+	Page       Page
+	CanDecide  bool
+	Decidable  []HoldRow
+	MoreHolds  int // open holds beyond those shown (any the viewer may see)
+	OpenHolds  int
+	RunCounts  []StatusCount
+	RunsTotal  int64
+	Failures   []RunRow
+	Chart      Chart
+	ViewerNote string
+}
+
+// Chart is runs per hour by status over the last day, drawn server-side as
+// SVG: Bars in viewBox units, and Table, the same numbers as text.
+type Chart struct {
+	Width, Height int
+	Bars          []ChartBar
+	Ticks         []ChartTick
+	YTicks        []ChartTick
+	Legend        []StatusCount
+	Summary       string
+	Table         []ChartRow
+	Statuses      []string
+}
+
+// ChartBar is one rectangle of a stacked bar.
+type ChartBar struct {
+	X, Y, W, H int
+	Status     string
+	Title      string
+}
+
+// ChartTick is an axis label.
+type ChartTick struct {
+	X, Y   int
+	Label  string
+	Anchor string // SVG text-anchor: start, middle or end
+}
+
+// ChartRow is one hour of the chart as text.
+type ChartRow struct {
+	Hour   string
+	Counts []int64
+	Total  int64
 }
 
 // WorkflowRow is a workflow in the list.
@@ -337,22 +496,65 @@ type MemosView struct {
 	Query    string
 	MemoType string
 	Rows     []MemoRow
+	PageNo   int
+	PrevURL  templ.SafeURL
+	NextURL  templ.SafeURL
 }
 
 // MemoView is one memo, rendered.
 type MemoView struct {
+	Page       Page
+	ID         string
+	Title      string
+	MemoType   string
+	Tags       []string
+	Notes      string
+	Unlisted   bool
+	Version    int64
+	Created    Time
+	Updated    Time
+	HTML       string // goldmark output with raw HTML escaped; safe to embed
+	Workflow   *Link
+	Provenance *Provenance
+	CanEdit    bool
+	EditURL    templ.SafeURL
+}
+
+// Provenance is how a memo came to be: the run that published it, its hold
+// and the steward who approved it.
+type Provenance struct {
+	Run      Link
+	Workflow string
+	Hold     *Link
+	Steward  string
+	Via      string
+	When     Time
+	Edited   bool
+	Earlier  int // other runs that wrote to this memo
+}
+
+// MemoEditView is a memo's edit form; after a lost compare-and-set it also
+// shows the version that won (Conflict) beside the caller's text.
+type MemoEditView struct {
 	Page     Page
 	ID       string
+	URL      templ.SafeURL
+	Action   string
 	Title    string
-	MemoType string
-	Tags     []string
+	Body     string
 	Notes    string
-	Unlisted bool
 	Version  int64
-	Created  Time
-	Updated  Time
-	HTML     string // goldmark output with raw HTML escaped; safe to embed
-	Workflow *Link
+	Conflict *MemoConflict
+	Error    string
+}
+
+// MemoConflict is the current version shown beside a losing edit.
+type MemoConflict struct {
+	YourBase int64
+	Version  int64
+	Title    string
+	Body     string
+	Diff     []DiffLine // current → yours
 }
 
 // UserRow is a console user.
@@ -361,6 +563,7 @@ type UserRow struct {
 	Username    string
 	Role        string
 	SlackUserID string
+	Disabled    bool
 	Created     Time
 	IsSelf      bool
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/holdfast-bot/holdfast/cmd/bot/bottest"
 )
 
 // The acceptance tests drive `bot` exactly as an operator and an API client
@@ -29,7 +31,7 @@ import (
 func TestMain(m *testing.M) {
 	time.Local = time.FixedZone("IST", 5*3600+30*60)
 	code := m.Run()
-	removeBinary()
+	bottest.Cleanup()
 	os.Exit(code)
 }
 

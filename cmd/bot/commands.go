@@ -16,6 +16,7 @@ import (
 
 	"github.com/holdfast-bot/holdfast/console/auth"
 	"github.com/holdfast-bot/holdfast/engine/library"
+	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
 )
@@ -125,8 +126,10 @@ func explainStoreError(db *sqlite.DB, err error) (*sqlite.DB, error) {
 	return db, err
 }
 
+// newLogger logs text lines to w; a line logged inside a span carries its
+// trace_id and span_id.
 func newLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return slog.New(tracing.LogHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})))
 }
 
 func cmdMigrate(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) error {
@@ -180,6 +183,50 @@ func cmdUserAdd(ctx context.Context, args []string, env map[string]string, stdin
 		return err
 	}
 	fmt.Fprintf(stdout, "created user %s (%s) with role %s\n", u.Username, u.ID, u.Role)
+	return nil
+}
+
+// cmdUserPasswd sets a user's password from a file or stdin: the way back
+// in for a lost admin password. It ends the user's console sign-ins.
+func cmdUserPasswd(ctx context.Context, args []string, env map[string]string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var username, pwFile string
+	c, _, err := parse("user passwd", args, env, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&username, "username", "", "user name")
+		fs.StringVar(&pwFile, "password-file", "", "file whose first line is the password, or - for stdin")
+	})
+	if err != nil {
+		return err
+	}
+	if username == "" || pwFile == "" {
+		return errors.New("user passwd: --username and --password-file are required")
+	}
+	password, err := readPassword(pwFile, stdin)
+	if err != nil {
+		return err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if err != nil {
+		return fmt.Errorf("user passwd: %w", err)
+	}
+	db, err := openStore(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	u, err := db.UserGetByUsername(ctx, username)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("user passwd: no user is named %q", username)
+	} else if err != nil {
+		return err
+	}
+	if _, err := db.UserPasswordSet(ctx, u.ID, string(hash)); err != nil {
+		return err
+	}
+	note := ""
+	if u.Disabled {
+		note = "; the user is disabled: an admin must enable them before they can sign in"
+	}
+	fmt.Fprintf(stdout, "set the password of %s (%s); their console sign-ins have ended%s\n", u.Username, u.ID, note)
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-bot/holdfast/cmd/bot/bottest"
 	"github.com/holdfast-bot/holdfast/engine/fakellm"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
@@ -50,44 +50,6 @@ const crashWorkflow = `# Crash drafts
 - **Timeout** ¦2m¦
 `
 
-// proc is a running `bot serve` process.
-type proc struct {
-	cmd    *exec.Cmd
-	url    string
-	done   chan error
-	stderr *syncBuffer // its log
-}
-
-func startProc(t *testing.T, bin string, env []string) *proc {
-	t.Helper()
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0")
-	cmd.Env = env
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	p := &proc{cmd: cmd, done: make(chan error, 1), stderr: &syncBuffer{}}
-	cmd.Stderr = p.stderr
-	require.NoError(t, cmd.Start())
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := listenRe.FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
-			}
-		}
-	}()
-	go func() { p.done <- cmd.Wait() }()
-	select {
-	case p.url = <-urls:
-	case err := <-p.done:
-		t.Fatalf("serve exited early: %v\n%s", err, p.stderr.String())
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("serve did not start")
-	}
-	return p
-}
-
 func postJSON(t *testing.T, url, key string, in any) int {
 	t.Helper()
 	raw, err := json.Marshal(in)
@@ -112,7 +74,7 @@ func TestCrashMidRunDispatchesEachItemOnce(t *testing.T) {
 	}
 	t.Parallel()
 	dir := t.TempDir()
-	bin := botBinary(t)
+	bin := bottest.Binary(t)
 
 	llm := fakellm.New(true) // every call blocks until Unblock
 	t.Cleanup(llm.Close)
@@ -133,34 +95,25 @@ func TestCrashMidRunDispatchesEachItemOnce(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(cli("apikey", "create", "--name", "crash", "--role", "admin")), "\n")
 	key := lines[len(lines)-1]
 
-	first := startProc(t, bin, env)
+	first := bottest.Start(t, bin, env)
 	const n = 20
 	for i := range n {
-		require.Equal(t, http.StatusCreated, postJSON(t, first.url+"/api/workflows/crash-draft/enqueue", key, map[string]any{
+		require.Equal(t, http.StatusCreated, postJSON(t, first.URL+"/api/workflows/crash-draft/enqueue", key, map[string]any{
 			"dedupeKey": fmt.Sprint("crash-", i),
 			"payload":   map[string]any{"title": fmt.Sprint("Crash ", i), "brief": fmt.Sprintf("zqxcrash%d body", i)},
 		}))
 	}
 	// Wait until every worker is inside a model call, then pull the plug.
 	require.Eventually(t, func() bool { return llm.Calls() >= 4 }, 30*time.Second, 10*time.Millisecond)
-	require.NoError(t, first.cmd.Process.Kill())
-	<-first.done
+	first.Kill(t)
 
 	llm.Unblock()
-	second := startProc(t, bin, env)
-	t.Cleanup(func() {
-		_ = second.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-second.done:
-		case <-time.After(20 * time.Second):
-			_ = second.cmd.Process.Kill()
-		}
-	})
+	second := bottest.Start(t, bin, env)
 	require.Eventually(t, func() bool {
 		var runs struct {
 			Runs []struct{ Status, Command string }
 		}
-		if getJSON(t, second.url+"/api/runs?status=succeeded", key, &runs) != http.StatusOK {
+		if getJSON(t, second.URL+"/api/runs?status=succeeded", key, &runs) != http.StatusOK {
 			return false
 		}
 		done := 0
@@ -173,13 +126,7 @@ func TestCrashMidRunDispatchesEachItemOnce(t *testing.T) {
 	}, 90*time.Second, 100*time.Millisecond, "every item's run settles after recovery")
 
 	// Graceful stop, then audit the database itself.
-	require.NoError(t, second.cmd.Process.Signal(os.Interrupt))
-	select {
-	case err := <-second.done:
-		require.NoError(t, err, "serve shuts down cleanly, waiting for its workers")
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	second.Stop(t) // a clean shutdown waits for its workers
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, sqlite.Config{Path: db})
 	require.NoError(t, err)

@@ -15,6 +15,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/sqlite"
 )
 
 // syncBuffer lets the test read what the service printed while it runs.
@@ -235,4 +239,58 @@ func TestWorkflowImportFailsOnMemosThatDoNotCompile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUserPasswd: `bot user passwd` sets a user's password from a file or
+// stdin and ends their console sign-ins (the way back in for a lost admin
+// password).
+func TestUserPasswd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "passwd.db")
+	env := map[string]string{"HOLDFAST_DB": path}
+	out, err := runCLI(t, env, "old-password\n", "user", "add", "--username", "root", "--password-file", "-", "--role", "admin")
+	require.NoError(t, err, out)
+
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+	require.NoError(t, err)
+	u, err := db.UserGetByUsername(ctx, "root")
+	require.NoError(t, err)
+	_, err = db.ConsoleSessionCreate(ctx, &store.ConsoleSession{ID: "cs-old", SecretHash: "h", UserID: u.ID, CSRFToken: "t",
+		ExpiresAt: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	pw := filepath.Join(dir, "new")
+	require.NoError(t, os.WriteFile(pw, []byte("brand-new-password\n"), 0o600))
+	for _, tc := range []struct {
+		name    string
+		stdin   string
+		args    []string
+		wantErr string
+	}{
+		{"UnknownUser", "", []string{"--username", "nobody", "--password-file", pw}, `no user is named "nobody"`},
+		{"ShortPassword", "short\n", []string{"--username", "root", "--password-file", "-"}, "at least 8"},
+		{"NeedsBothFlags", "", []string{"--username", "root"}, "--password-file"},
+		{"FromFile", "", []string{"--username", "root", "--password-file", pw}, ""},
+	} {
+		out, err := runCLI(t, env, tc.stdin, append([]string{"user", "passwd"}, tc.args...)...)
+		if tc.wantErr != "" {
+			require.ErrorContains(t, err, tc.wantErr, tc.name)
+			continue
+		}
+		require.NoError(t, err, out)
+		require.Contains(t, out, "set the password of root", tc.name)
+	}
+
+	db, err = sqlite.Open(ctx, sqlite.Config{Path: path})
+	require.NoError(t, err)
+	defer db.Close()
+	u, err = db.UserGetByUsername(ctx, "root")
+	require.NoError(t, err)
+	require.NoError(t, bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte("brand-new-password")), "the new password signs in")
+	require.Error(t, bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte("old-password")), "the old one no longer does")
+	_, err = db.ConsoleSessionGetByID(ctx, "cs-old")
+	require.ErrorIs(t, err, store.ErrNotFound, "the old sign-ins have ended")
 }

@@ -19,10 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
+	"go.opentelemetry.io/otel/trace"
 
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/holdfast-bot/holdfast/bridge"
+	"github.com/holdfast-bot/holdfast/cmd/bot/internal/telemetry"
 	"github.com/holdfast-bot/holdfast/console/api"
 	"github.com/holdfast-bot/holdfast/console/server"
 	"github.com/holdfast-bot/holdfast/console/web"
@@ -39,6 +41,11 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 		return err
 	}
 	log := newLogger(stderr)
+	tp, stopTracing, err := startTracing(ctx, env, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // last: what the engine and bridge recorded while stopping is flushed
 	db, err := openStore(ctx, c)
 	if err != nil {
 		return err
@@ -66,8 +73,8 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 		log.Info("Slack is disabled: set SLACK_BOT_TOKEN (and SLACK_APP_TOKEN for Socket Mode, or SLACK_SIGNING_SECRET for HTTP mode) to enable it")
 	}
 
-	models := newModels(c)
-	eng := newEngine(c, db, models, log)
+	models := newModels(c, tp)
+	eng := newEngine(c, db, models, tp, log)
 	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	engDone := make(chan error, 1)
 	go func() { engDone <- eng.Start(engCtx) }()
@@ -80,7 +87,7 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 		log.Info("engine stopped")
 	}()
 
-	sess := sessions.New(db, sessions.Config{DefaultPolicy: c.DefaultPolicy, Models: models, DefaultModel: c.Model}, eng, log)
+	sess := sessions.New(db, sessions.Config{DefaultPolicy: c.DefaultPolicy, Models: models, DefaultModel: c.Model, Tracer: tp}, eng, log)
 	defer sess.Close() // before db.Close: background turns settle first
 	if err := sess.Recover(ctx); err != nil {
 		return err
@@ -90,13 +97,17 @@ func cmdServe(ctx context.Context, args []string, env map[string]string, stdout,
 	watch.Go(func() { sess.Watch(watchCtx) })
 	defer func() { stopWatch(); watch.Wait() }() // before sess.Close and db.Close
 
-	slackHandler, stopSlack, err := startSlack(ctx, c, db, eng, sess, log)
+	slackHandler, permalinks, stopSlack, err := startSlack(ctx, c, db, eng, sess, tp, log)
 	if err != nil {
 		return err
 	}
 	defer stopSlack() // first: the bridge stops before sessions and the store
 
-	console := web.New(web.Deps{Store: db, Library: lib, Sessions: sess, Engine: eng, Log: log, BaseURL: c.BaseURL})
+	deps := web.Deps{Store: db, Library: lib, Sessions: sess, Engine: eng, Log: log, BaseURL: c.BaseURL}
+	if permalinks != nil {
+		deps.Slack = permalinks // a nil *Permalinks would not be a nil interface
+	}
+	console := web.New(deps)
 	handler := server.Handler(server.Deps{
 		Store: db,
 		API: api.New(api.Deps{Store: db, Library: lib, Log: log, Cookie: console.Cookie, CSRF: console.CSRF,
@@ -161,16 +172,41 @@ func bootstrapAdmin(ctx context.Context, db store.Store, password string, stdout
 	return nil
 }
 
-func newModels(c *config) *model.Registry {
-	return model.NewRegistry(c.Model, model.Config{OpenAIBaseURL: c.OpenAIBaseURL, OpenAIAPIKey: c.OpenAIAPIKey})
+func newModels(c *config, tp trace.TracerProvider) *model.Registry {
+	return model.NewRegistry(c.Model, model.Config{OpenAIBaseURL: c.OpenAIBaseURL, OpenAIAPIKey: c.OpenAIAPIKey, Tracer: tp})
+}
+
+// startTracing installs OTLP/HTTP tracing when the OTEL_* variables ask for
+// it (a nil provider otherwise); stop flushes buffered spans.
+func startTracing(ctx context.Context, env map[string]string, log *slog.Logger) (trace.TracerProvider, func(), error) {
+	tc, err := telemetry.FromEnv(env)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tracing: %w", err)
+	}
+	tp, shutdown, err := telemetry.Setup(ctx, tc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tracing: %w", err)
+	}
+	if tp != nil {
+		log.Info("tracing: exporting spans over OTLP/HTTP", slog.String("endpoint", tc.Endpoint), slog.String("service", tc.ServiceName))
+	}
+	return tp, func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			log.Warn("tracing: flushing spans at shutdown", slog.Any("error", err))
+		}
+	}, nil
 }
 
 // startSlack starts the Slack bridge when SLACK_BOT_TOKEN is set: Socket
 // Mode with SLACK_APP_TOKEN, else HTTP mode through the returned handler
-// (mounted at /slack). stop ends it and waits for its workers.
-func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engine, sess *sessions.Service, log *slog.Logger) (http.Handler, func(), error) {
+// (mounted at /slack). It also answers the console's thread permalinks
+// (nil without Slack). stop ends it and waits for its workers.
+func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engine, sess *sessions.Service, tp trace.TracerProvider,
+	log *slog.Logger) (http.Handler, *bridge.Permalinks, func(), error) {
 	if c.SlackBotToken == "" {
-		return nil, func() {}, nil
+		return nil, nil, func() {}, nil
 	}
 	var opts []slack.Option
 	if c.SlackAPIURL != "" {
@@ -181,10 +217,10 @@ func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engi
 	}
 	api := slack.New(c.SlackBotToken, opts...)
 	b := bridge.New(bridge.Config{SigningSecret: c.SlackSigning, BaseURL: c.BaseURL, HoldsChannel: c.SlackHoldsChan, Stewards: c.stewards(),
-		AllowBots: c.SlackAllowBots == "true"},
+		AllowBots: c.SlackAllowBots == "true", Tracer: tp},
 		db, api, eng, sess, log)
 	if err := eng.Registry().Register(b); err != nil {
-		return nil, nil, fmt.Errorf("slack metrics: %w", err)
+		return nil, nil, nil, fmt.Errorf("slack metrics: %w", err)
 	}
 
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -203,17 +239,17 @@ func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engi
 			slog.String("interactivity_url", c.BaseURL+"/slack/interactions"))
 		handler = b.Handler()
 	}
-	return handler, func() { cancel(); wg.Wait() }, nil
+	return handler, &bridge.Permalinks{API: api}, func() { cancel(); wg.Wait() }, nil
 }
 
 // newEngine builds the engine from the config (shared by serve and enqueue).
-func newEngine(c *config, db store.Store, models *model.Registry, log *slog.Logger) *engine.Engine {
+func newEngine(c *config, db store.Store, models *model.Registry, tp trace.TracerProvider, log *slog.Logger) *engine.Engine {
 	maxRecovery := c.MaxRecovery
 	if maxRecovery == 0 {
 		maxRecovery = -1 // HOLDFAST_MAX_RECOVERY=0 means no recoveries; the engine's 0 is "default"
 	}
 	cfg := engine.Config{Workers: c.Workers, StuckRun: c.StuckRun, MaxRecovery: maxRecovery,
-		PassInterval: c.PassInterval, SlackStewards: c.stewards()}
+		PassInterval: c.PassInterval, SlackStewards: c.stewards(), Tracer: tp}
 	if c.SlackBotToken != "" {
 		cfg.CanReply = bridge.CanReply // `reply` runs post into their Slack thread
 	}
@@ -247,12 +283,18 @@ func cmdEnqueue(ctx context.Context, args []string, env map[string]string, stdou
 	if err := json.Unmarshal([]byte(payload), &pl); err != nil || pl == nil {
 		return fmt.Errorf("enqueue: --payload must be a JSON object: %v", err)
 	}
+	log := newLogger(stderr)
+	tp, stopTracing, err := startTracing(ctx, env, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	db, err := openStore(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	eng := newEngine(c, db, newModels(c), newLogger(stderr))
+	eng := newEngine(c, db, newModels(c, tp), tp, log)
 	it, created, err := eng.Enqueue(ctx, engine.EnqueueParams{Command: command, DedupeKey: dedupe, Payload: pl,
 		SessionID: sessionID, OwnerUID: "cli"})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-bot/holdfast/cmd/bot/bottest"
 	"github.com/holdfast-bot/holdfast/engine/fakellm"
 )
 
@@ -49,7 +50,7 @@ func TestBinaryRunsItemsSharingASession(t *testing.T) {
 	}
 	t.Parallel()
 	dir := t.TempDir()
-	bin := botBinary(t)
+	bin := bottest.Binary(t)
 	llm := fakellm.New(true)
 	t.Cleanup(llm.Close)
 	env := append(os.Environ(), "HOLDFAST_DB="+filepath.Join(dir, "holdfast.db"), "HOLDFAST_ADMIN_PASSWORD=shared-session-pw",
@@ -66,18 +67,10 @@ func TestBinaryRunsItemsSharingASession(t *testing.T) {
 	cli("workflow", "import", wf)
 	key := lastLine(cli("apikey", "create", "--name", "shared", "--role", "admin"))
 
-	p := startProc(t, bin, env)
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-p.done:
-		case <-time.After(20 * time.Second):
-			_ = p.cmd.Process.Kill()
-		}
-	})
+	p := bottest.Start(t, bin, env)
 	enqueue := func(dedupe, sessionID string) string {
 		var out struct{ Item struct{ ID string } }
-		require.Equal(t, http.StatusCreated, postJSONOut(t, p.url+"/api/workflows/crash-draft/enqueue", key, map[string]any{
+		require.Equal(t, http.StatusCreated, postJSONOut(t, p.URL+"/api/workflows/crash-draft/enqueue", key, map[string]any{
 			"dedupeKey": dedupe, "sessionId": sessionID,
 			"payload": map[string]any{"title": "Shared " + dedupe, "brief": "zqx" + dedupe},
 		}, &out))
@@ -90,7 +83,7 @@ func TestBinaryRunsItemsSharingASession(t *testing.T) {
 		t.Fatal("the first item's run never called the model")
 	}
 	var ses struct{ ID string }
-	require.Equal(t, http.StatusCreated, postJSONOut(t, p.url+"/api/sessions", key, map[string]any{"title": "Shared"}, &ses))
+	require.Equal(t, http.StatusCreated, postJSONOut(t, p.URL+"/api/sessions", key, map[string]any{"title": "Shared"}, &ses))
 	for i := range 3 {
 		items = append(items, enqueue(fmt.Sprint("shared-", i), ses.ID))
 	}
@@ -99,7 +92,7 @@ func TestBinaryRunsItemsSharingASession(t *testing.T) {
 	require.Eventually(t, func() bool {
 		for _, id := range items {
 			var it struct{ Status string }
-			if getJSON(t, p.url+"/api/queue/"+id, key, &it) != http.StatusOK || it.Status != "done" {
+			if getJSON(t, p.URL+"/api/queue/"+id, key, &it) != http.StatusOK || it.Status != "done" {
 				return false
 			}
 		}
@@ -107,13 +100,13 @@ func TestBinaryRunsItemsSharingASession(t *testing.T) {
 	}, 60*time.Second, 50*time.Millisecond, "every item runs to done")
 	for _, id := range items {
 		var r struct{ Status, Error string }
-		require.Equal(t, http.StatusOK, getJSON(t, p.url+"/api/runs/run_"+strings.TrimPrefix(id, "itm_"), key, &r))
+		require.Equal(t, http.StatusOK, getJSON(t, p.URL+"/api/runs/run_"+strings.TrimPrefix(id, "itm_"), key, &r))
 		require.Equal(t, "succeeded", r.Status, r.Error)
 	}
 	var evs struct {
 		Events []struct{ TS, Type string }
 	}
-	require.Equal(t, http.StatusOK, getJSON(t, p.url+"/api/sessions/"+ses.ID+"/events", key, &evs))
+	require.Equal(t, http.StatusOK, getJSON(t, p.URL+"/api/sessions/"+ses.ID+"/events", key, &evs))
 	started := 0
 	for i, ev := range evs.Events {
 		if i > 0 {
@@ -124,5 +117,5 @@ func TestBinaryRunsItemsSharingASession(t *testing.T) {
 		}
 	}
 	require.Equal(t, 3, started)
-	require.NotContains(t, p.stderr.String(), "claiming queue items", "no claim failed")
+	require.NotContains(t, p.Log(), "claiming queue items", "no claim failed")
 }

@@ -50,7 +50,7 @@ func New(d Deps) *API {
 // Routes returns the /api router; mount it at /api.
 func (a *API) Routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(limitBody, checkQuery)
+	r.Use(limitBody, checkQuery, joinTrace)
 	// Internal routes authenticate with x-internal-key, not an API key.
 	r.Route("/internal", func(r chi.Router) {
 		r.Use(a.requireInternalKey, a.optionalKey, a.trackSession)
@@ -68,6 +68,7 @@ func (a *API) Routes() http.Handler {
 		r.Get("/workflows", a.workflowList)
 		a.engineRoutes(r)
 		a.sessionRoutes(r)
+		a.insightRoutes(r)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
@@ -144,18 +145,11 @@ func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
-var roleRank = map[string]int{store.RoleViewer: 1, store.RoleSteward: 2, store.RoleAdmin: 3}
-
-// AtLeast reports whether id holds role min or a stronger one.
-func AtLeast(id *auth.Identity, min string) bool {
-	return id != nil && roleRank[id.Role] >= roleRank[min]
-}
-
 // require refuses callers below role min with 403.
 func (a *API) require(min string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !AtLeast(auth.From(r.Context()), min) {
+			if !auth.From(r.Context()).AtLeast(min) {
 				WriteError(w, http.StatusForbidden, "this needs the "+min+" role")
 				return
 			}

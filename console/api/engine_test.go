@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -381,3 +382,85 @@ func TestMetricsRoute(t *testing.T) {
 }
 
 func jsonDecode(r io.Reader, out any) error { return json.NewDecoder(r).Decode(out) }
+
+// TestRunFiltersRerunAndCancel: GET /api/runs filters by status, workflow,
+// session and text; a steward re-runs a settled run (201 {item}, dedupe key
+// rerun:<runId>:<n>) and cancels a held one (200 run, rejected as a
+// decision); viewers are refused.
+func TestRunFiltersRerunAndCancel(t *testing.T) {
+	t.Parallel()
+	b := engineSetup(t, internalKey)
+	var otters, herons, digest enqueueAnswer
+	require.Equal(t, http.StatusCreated, b.json(t, store.RoleSteward, http.MethodPost, "/api/workflows/draft-memo/enqueue",
+		map[string]any{"dedupeKey": "o", "payload": map[string]any{"title": "Otter census", "brief": "Count them."}}, &otters))
+	require.Equal(t, http.StatusCreated, b.json(t, store.RoleSteward, http.MethodPost, "/api/workflows/draft-memo/enqueue",
+		map[string]any{"dedupeKey": "h", "payload": map[string]any{"brief": "Heron nests\nby the river"}}, &herons))
+	require.Equal(t, http.StatusCreated, b.json(t, store.RoleSteward, http.MethodPost, "/api/workflows/weekly-digest/enqueue",
+		map[string]any{"dedupeKey": "d", "payload": map[string]any{"title": "Digest about otters"}}, &digest))
+	var res engine.PassResult
+	require.Equal(t, http.StatusOK, b.cron(t, internalKey, &res))
+	require.Equal(t, 3, res.Started)
+
+	type runPage struct {
+		Runs []struct {
+			runAnswer
+			Title string
+		}
+	}
+	list := func(query string) []string {
+		t.Helper()
+		var p runPage
+		require.Equal(t, http.StatusOK, b.json(t, store.RoleViewer, http.MethodGet, "/api/runs?"+query, nil, &p), query)
+		out := []string{}
+		for _, r := range p.Runs {
+			out = append(out, r.Title)
+		}
+		// One pass claims all three in one transaction: equal creation
+		// times, whose id tie-break orders them arbitrarily.
+		sort.Strings(out)
+		return out
+	}
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{"Digest about otters", "Heron nests", "Otter census"}},
+		{"workflow=draft-memo", []string{"Heron nests", "Otter census"}},
+		{"workflow=%2Fweekly-digest", []string{"Digest about otters"}},
+		{"q=otter", []string{"Digest about otters", "Otter census"}},
+		{"q=RIVER", []string{"Heron nests"}},
+		{"q=otter&workflow=draft-memo&status=suspended", []string{"Otter census"}},
+		{"status=succeeded&q=otter", []string{"Digest about otters"}},
+		{"sessionId=" + herons.Item.SessionID, []string{"Heron nests"}},
+		{"q=zebra", []string{}},
+		{"q=" + url.QueryEscape(`"); DROP TABLE x; --`), []string{}},
+	} {
+		require.Equal(t, tc.want, list(tc.query), tc.query)
+	}
+
+	digestRun := store.RunIDForItem(digest.Item.ID)
+	var e errAnswer
+	require.Equal(t, http.StatusForbidden, b.json(t, store.RoleViewer, http.MethodPost, "/api/runs/"+digestRun+"/rerun", nil, &e))
+	require.Contains(t, e.Error.Message, "not a steward")
+	var again struct{ Item enqueueAnswer }
+	var rerun struct {
+		Item struct{ ID, DedupeKey, Status, SessionID, Command string }
+	}
+	require.Equal(t, http.StatusCreated, b.json(t, store.RoleSteward, http.MethodPost, "/api/runs/"+digestRun+"/rerun", nil, &rerun))
+	require.Equal(t, "rerun:"+digestRun+":1", rerun.Item.DedupeKey)
+	require.Equal(t, "pending", rerun.Item.Status)
+	require.Equal(t, digest.Item.SessionID, rerun.Item.SessionID)
+	require.Equal(t, http.StatusCreated, b.json(t, store.RoleSteward, http.MethodPost, "/api/runs/"+digestRun+"/rerun", nil, &again))
+	require.Equal(t, http.StatusNotFound, b.json(t, store.RoleSteward, http.MethodPost, "/api/runs/run_nope/rerun", nil, &e))
+
+	heldRun := store.RunIDForItem(herons.Item.ID)
+	require.Equal(t, http.StatusConflict, b.json(t, store.RoleSteward, http.MethodPost, "/api/runs/"+heldRun+"/rerun", nil, &e),
+		"a run still waiting cannot be re-run")
+	require.Equal(t, http.StatusForbidden, b.json(t, store.RoleViewer, http.MethodPost, "/api/runs/"+heldRun+"/cancel", nil, &e))
+	var cancelled runAnswer
+	require.Equal(t, http.StatusOK, b.json(t, store.RoleAdmin, http.MethodPost, "/api/runs/"+heldRun+"/cancel", nil, &cancelled))
+	require.Equal(t, "cancelled", cancelled.Status)
+	require.Contains(t, cancelled.Error, "rejected by")
+	require.Equal(t, "rejected", cancelled.Hold.Status)
+	require.Equal(t, http.StatusConflict, b.json(t, store.RoleAdmin, http.MethodPost, "/api/runs/"+heldRun+"/cancel", nil, &e))
+}

@@ -26,7 +26,7 @@ func (a *API) memoCreate(w http.ResponseWriter, r *http.Request) {
 	if !Decode(w, r, &req) {
 		return
 	}
-	if req.MemoType == store.MemoTypeWorkflow && !AtLeast(auth.From(r.Context()), store.RoleAdmin) {
+	if req.MemoType == store.MemoTypeWorkflow && !auth.From(r.Context()).AtLeast(store.RoleAdmin) {
 		WriteError(w, http.StatusForbidden, "workflow memos are managed by admins")
 		return
 	}
@@ -54,7 +54,7 @@ func (a *API) memoList(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "includeUnlisted must be true or false")
 		return
 	}
-	if unlisted && !AtLeast(auth.From(r.Context()), store.RoleSteward) {
+	if unlisted && !auth.From(r.Context()).AtLeast(store.RoleSteward) {
 		WriteError(w, http.StatusForbidden, "unlisted memos are listed for stewards and admins only")
 		return
 	}
@@ -100,7 +100,7 @@ func (a *API) memoUpdate(w http.ResponseWriter, r *http.Request) {
 		Fail(w, r, a.Log, err)
 		return
 	}
-	if cur.MemoType == store.MemoTypeWorkflow && !AtLeast(auth.From(r.Context()), store.RoleAdmin) {
+	if cur.MemoType == store.MemoTypeWorkflow && !auth.From(r.Context()).AtLeast(store.RoleAdmin) {
 		WriteError(w, http.StatusForbidden, "workflow memos are managed by admins")
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/holdfast-bot/holdfast/console/auth"
+	"github.com/holdfast-bot/holdfast/console/paging"
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
@@ -19,6 +20,9 @@ func (a *API) engineRoutes(r chi.Router) {
 	r.Get("/queue/{itemId}", a.queueItemGet)
 	r.Get("/runs", a.runList)
 	r.Get("/runs/{id}", a.runGet)
+	// No role check here: the engine refuses non-stewards itself (403).
+	r.Post("/runs/{id}/rerun", a.runRerun)
+	r.Post("/runs/{id}/cancel", a.runCancel)
 	r.Get("/holds", a.holdList)
 	r.Get("/holds/{id}", a.holdGet)
 	r.Post("/holds/{id}/decision", a.holdDecide)
@@ -92,6 +96,8 @@ func (a *API) queueItemGet(w http.ResponseWriter, r *http.Request) {
 // RunView is a run as the API shows it (SPEC §7).
 type RunView struct {
 	*store.Run
+	// Title is what the run is about (engine.RunTitle).
+	Title     string                `json:"title"`
 	Hold      *HoldView             `json:"hold"`
 	Dispatch  *DispatchView         `json:"dispatch"`
 	Decisions []*store.HoldDecision `json:"decisions,omitempty"`
@@ -109,7 +115,7 @@ type HoldView struct {
 
 func runView(run *store.Run) *RunView {
 	run.Manifest = normalizeManifest(run.Manifest)
-	v := &RunView{Run: run}
+	v := &RunView{Run: run, Title: engine.RunTitle(run)}
 	if run.DispatchMemoID != "" {
 		v.Dispatch = &DispatchView{MemoID: run.DispatchMemoID}
 	}
@@ -134,23 +140,20 @@ func normalizeManifest(raw json.RawMessage) json.RawMessage {
 	return b
 }
 
-var runStatuses = map[string]bool{store.RunRunning: true, store.RunSuspended: true, store.RunSucceeded: true,
-	store.RunFailed: true, store.RunCancelled: true, store.RunRecoveryExhausted: true}
-
 func (a *API) runList(w http.ResponseWriter, r *http.Request) {
-	status := r.URL.Query().Get("status")
-	if status != "" && !runStatuses[status] {
-		WriteError(w, http.StatusBadRequest, "status must be one of running, suspended, succeeded, failed, cancelled, recovery_exhausted")
+	p, err := paging.RunFilter(r.URL.Query())
+	if err != nil {
+		Fail(w, r, a.Log, err)
 		return
 	}
-	limit, after, err := PageParams(r.URL.Query())
+	limit, after, err := paging.Params(r.URL.Query())
 	if err != nil {
 		Fail(w, r, a.Log, err)
 		return
 	}
 	// One row past the page tells whether there is a next one.
-	runs, err := a.Store.RunList(r.Context(), &store.RunListParams{Status: status, SessionID: r.URL.Query().Get("sessionId"),
-		After: after, Limit: limit + 1})
+	p.After, p.Limit = after, limit+1
+	runs, err := a.Store.RunList(r.Context(), p)
 	if err != nil {
 		Fail(w, r, a.Log, err)
 		return
@@ -158,14 +161,14 @@ func (a *API) runList(w http.ResponseWriter, r *http.Request) {
 	next := ""
 	if len(runs) > limit {
 		runs = runs[:limit]
-		next = EncodeCursor(runs[limit-1].CreatedAt, runs[limit-1].ID)
+		next = paging.EncodeCursor(runs[limit-1].CreatedAt, runs[limit-1].ID)
 	}
 	out := make([]*RunView, len(runs))
 	for i, run := range runs {
 		out[i] = runView(run)
 		// A listed run has the same shape as GET /api/runs/{id}: its hold
 		// is shown, not null beside a holdId. One lookup by primary key
-		// per held run; a page is at most MaxPageSize runs.
+		// per held run; a page is at most paging.MaxSize runs.
 		if run.HoldID != "" {
 			h, err := a.Store.HoldGetByID(r.Context(), run.HoldID)
 			if err != nil {
@@ -176,6 +179,45 @@ func (a *API) runList(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{"runs": out, "next": next})
+}
+
+type rerunResponse struct {
+	Item *store.QueueItem `json:"item"`
+}
+
+// runRerun enqueues the run's payload again (engine.Rerun): 201 {item}.
+func (a *API) runRerun(w http.ResponseWriter, r *http.Request) {
+	if !a.engineOr503(w) {
+		return
+	}
+	it, err := a.Engine.Rerun(r.Context(), chi.URLParam(r, "id"), auth.From(r.Context()).Caller())
+	if err != nil {
+		Fail(w, r, a.Log, err)
+		return
+	}
+	WriteJSON(w, http.StatusCreated, rerunResponse{Item: it})
+}
+
+// runCancel stops the run (engine.CancelRun): 200 with the run.
+func (a *API) runCancel(w http.ResponseWriter, r *http.Request) {
+	if !a.engineOr503(w) {
+		return
+	}
+	run, err := a.Engine.CancelRun(r.Context(), chi.URLParam(r, "id"), auth.From(r.Context()).Caller())
+	if err != nil {
+		Fail(w, r, a.Log, err)
+		return
+	}
+	v := runView(run)
+	if run.HoldID != "" {
+		h, err := a.Store.HoldGetByID(r.Context(), run.HoldID)
+		if err != nil {
+			Fail(w, r, a.Log, err)
+			return
+		}
+		v.Hold = &HoldView{Hold: h}
+	}
+	WriteJSON(w, http.StatusOK, v)
 }
 
 func (a *API) runGet(w http.ResponseWriter, r *http.Request) {
@@ -208,7 +250,7 @@ func (a *API) holdList(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "status must be open, approved or rejected")
 		return
 	}
-	limit, after, err := PageParams(r.URL.Query())
+	limit, after, err := paging.Params(r.URL.Query())
 	if err != nil {
 		Fail(w, r, a.Log, err)
 		return
@@ -222,7 +264,7 @@ func (a *API) holdList(w http.ResponseWriter, r *http.Request) {
 	next := ""
 	if len(hs) > limit {
 		hs = hs[:limit]
-		next = EncodeCursor(hs[limit-1].CreatedAt, hs[limit-1].ID)
+		next = paging.EncodeCursor(hs[limit-1].CreatedAt, hs[limit-1].ID)
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{"holds": hs, "next": next})
 }

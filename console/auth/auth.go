@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 
 	"github.com/holdfast-bot/holdfast/engine"
+	"github.com/holdfast-bot/holdfast/store"
 )
 
 // Identity is who is calling.
@@ -24,6 +25,9 @@ type Identity struct {
 	// such requests need CSRF protection.
 	Cookie bool
 }
+
+// AtLeast reports whether the caller holds role min or a stronger one.
+func (i *Identity) AtLeast(min string) bool { return i != nil && store.RoleAtLeast(i.Role, min) }
 
 // Name is how the identity appears in audit logs and transcripts.
 func (i *Identity) Name() string {

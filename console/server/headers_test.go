@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"testing"
 
@@ -32,6 +33,8 @@ func TestSecurityHeadersOnEveryRoute(t *testing.T) {
 		{"Healthz", request{method: http.MethodGet, path: "/healthz"}, http.StatusOK, false},
 		{"Metrics", request{method: http.MethodGet, path: "/metrics", header: map[string]string{"Authorization": "Bearer " + internalKey}}, http.StatusOK, false},
 		{"MetricsRefused", request{method: http.MethodGet, path: "/metrics"}, http.StatusUnauthorized, false},
+		{"Profile", request{method: http.MethodGet, path: "/debug/pprof/heap?debug=1", header: map[string]string{"Authorization": "Bearer " + internalKey}}, http.StatusOK, false},
+		{"ProfileRefused", request{method: http.MethodGet, path: "/debug/pprof/"}, http.StatusUnauthorized, false},
 		{"SlackUnsigned", request{method: http.MethodPost, path: "/slack/events", body: []byte(`{}`)}, http.StatusUnauthorized, false},
 		{"SlackURLVerification", request{method: http.MethodPost, path: "/slack/events", as: "slack",
 			body: []byte(`{"type":"url_verification","challenge":"c"}`)}, http.StatusOK, false},
@@ -60,5 +63,19 @@ func TestSecurityHeadersOnEveryRoute(t *testing.T) {
 			}
 			require.Equal(t, want, res.header.Get("Content-Security-Policy"), "Content-Type %q", res.header.Get("Content-Type"))
 		})
+	}
+}
+
+// TestProfilesNeedTheInternalKey: with no internal key configured the
+// profile routes do not exist (404), however they are asked for.
+func TestProfilesNeedTheInternalKey(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(server.Handler(server.Deps{}))
+	t.Cleanup(srv.Close)
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/profile?seconds=1"} {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
 	}
 }

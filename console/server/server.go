@@ -39,14 +39,19 @@ func Handler(d Deps) http.Handler {
 		api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	if d.Metrics != nil {
-		r.Get("/metrics", func(w http.ResponseWriter, r *http.Request) {
-			if d.InternalKey != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+d.InternalKey)) != 1 {
-				api.WriteError(w, http.StatusUnauthorized, "metrics need 'Authorization: Bearer <internal key>'")
-				return
-			}
-			d.Metrics.ServeHTTP(w, r)
-		})
+		r.With(bearerKey(d.InternalKey, "metrics")).Handle("/metrics", d.Metrics)
 	}
+	// Profiles behind the internal key, so the next profile needs no
+	// scratch build; without a key the routes do not exist.
+	r.Route("/debug", func(r chi.Router) {
+		if d.InternalKey == "" {
+			r.HandleFunc("/*", func(w http.ResponseWriter, r *http.Request) {
+				api.WriteError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
+			})
+			return
+		}
+		r.With(bearerKey(d.InternalKey, "profiles")).Mount("/", middleware.Profiler())
+	})
 	if d.API != nil {
 		r.Mount("/api", d.API.Routes())
 	}
@@ -57,6 +62,21 @@ func Handler(d Deps) http.Handler {
 		r.Mount("/", d.Console)
 	}
 	return r
+}
+
+// bearerKey guards a route with 'Authorization: Bearer <key>' (which
+// Prometheus scrape configs and curl support), compared in constant time;
+// with no key configured the route is open.
+func bearerKey(key, what string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if key != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+key)) != 1 {
+				api.WriteError(w, http.StatusUnauthorized, what+" need 'Authorization: Bearer <internal key>'")
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // Content security policies. Console pages allow no inline script or style

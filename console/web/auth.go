@@ -18,7 +18,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/holdfast-bot/holdfast/console/api"
 	"github.com/holdfast-bot/holdfast/console/auth"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/templates"
@@ -83,6 +82,11 @@ func (c *Console) lookup(r *http.Request) *current {
 	if subtle.ConstantTimeCompare([]byte(hashSecret(secret)), []byte(s.SecretHash)) != 1 {
 		return nil
 	}
+	if s.User.Disabled {
+		// Disabling deletes the user's sessions too; this covers a sign-in
+		// that raced the disabling.
+		return nil
+	}
 	return &current{session: s, id: identityOf(s.User)}
 }
 
@@ -125,15 +129,12 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 	})
 }
 
-// atLeast is the API's role order, so both surfaces rank roles alike.
-var atLeast = api.AtLeast
-
 // requireRole answers 403 to anyone below min. Handlers also hide what a
 // role cannot use; this is the enforcement, that is only courtesy.
 func (c *Console) requireRole(min string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !atLeast(auth.From(r.Context()), min) {
+			if !auth.From(r.Context()).AtLeast(min) {
 				c.errorPage(w, r, http.StatusForbidden, "Not allowed", "This needs the "+min+" role.")
 				return
 			}
@@ -306,6 +307,12 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		}
 		c.Log.InfoContext(r.Context(), "console sign-in refused", slog.String("username", username), slog.String("ip", clientIP(r)))
 		c.renderLogin(w, r, http.StatusUnauthorized, username, "Wrong username or password.", next)
+		return
+	}
+	if u.Disabled {
+		// The right password, so saying why is no leak; the account stays shut.
+		c.Log.InfoContext(r.Context(), "console sign-in of a disabled user", slog.String("username", u.Username))
+		c.renderLogin(w, r, http.StatusForbidden, username, "This account is disabled. Ask an admin to enable it.", next)
 		return
 	}
 	// A success forgets this address's failures for the name; the

@@ -2,8 +2,8 @@ package web_test
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +15,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-bot/holdfast/engine"
+	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -176,21 +178,61 @@ func (b *browser) signOut() {
 	b.do(chromedp.Click(chromedp.CSS(".who button")), chromedp.WaitVisible(chromedp.ID("username")))
 }
 
-// screenshot saves the viewport at desktop (1280×800) and phone (390×844)
-// sizes, then restores the desktop size.
-func (b *browser) screenshot(name string) {
+//go:embed testdata/axe/axe.min.js
+var axeSource string
+
+// axeRun runs axe-core's WCAG 2.1 A and AA rules on the page and answers the
+// critical and serious violations, each with a few of its nodes.
+const axeRun = `axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']},
+	resultTypes: ['violations']}).then(r => r.violations
+	.filter(v => v.impact === 'critical' || v.impact === 'serious')
+	.map(v => ({id: v.id, impact: v.impact, help: v.help,
+		nodes: v.nodes.slice(0, 6).map(n => n.target.join(' ') + ': ' + (n.failureSummary || '').replace(/\s+/g, ' '))})))`
+
+type axeViolation struct {
+	ID     string   `json:"id"`
+	Impact string   `json:"impact"`
+	Help   string   `json:"help"`
+	Nodes  []string `json:"nodes"`
+}
+
+// sizes are the two viewports every page is checked and shot at.
+var sizes = []struct {
+	label string
+	w, h  int64
+	opts  []chromedp.EmulateViewportOption
+}{
+	{"desktop", 1280, 800, nil},
+	{"phone", 390, 844, []chromedp.EmulateViewportOption{chromedp.EmulateScale(2), chromedp.EmulateMobile}},
+}
+
+// check is what every page gets: at desktop (1280×800) and phone (390×844)
+// sizes, axe-core finds no critical or serious WCAG 2.1 A/AA violation, and
+// a full-page screenshot is saved (kept when HOLDFAST_SCREENSHOTS is set).
+// The desktop size is restored after.
+func (b *browser) check(name string) {
 	b.t.Helper()
 	b.counter++
-	for _, size := range []struct {
-		label string
-		w, h  int64
-		opts  []chromedp.EmulateViewportOption
-	}{
-		{"desktop", 1280, 800, nil},
-		{"phone", 390, 844, []chromedp.EmulateViewportOption{chromedp.EmulateScale(2), chromedp.EmulateMobile}},
-	} {
+	for _, size := range sizes {
 		b.do(chromedp.EmulateViewport(size.w, size.h, size.opts...))
-		png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+		loaded, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`typeof axe === 'object'`))
+		require.NoError(b.t, err)
+		if !loaded {
+			_, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](axeSource+"\n;true"))
+			require.NoError(b.t, err, "axe-core loads")
+		}
+		vs, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]axeViolation](axeRun, chromedp.EvalAwaitPromise))
+		require.NoError(b.t, err)
+		var report strings.Builder
+		for _, v := range vs {
+			fmt.Fprintf(&report, "\n  %s (%s): %s", v.ID, v.Impact, v.Help)
+			for _, n := range v.Nodes {
+				fmt.Fprintf(&report, "\n    - %s", n)
+			}
+		}
+		require.Empty(b.t, vs, "%s at %s (%dx%d): axe-core finds critical or serious WCAG 2.1 A/AA violations:%s",
+			name, size.label, size.w, size.h, report.String())
+		png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
 		require.NoError(b.t, err)
 		file := filepath.Join(b.shots, fmt.Sprintf("%02d-%s-%s.png", b.counter, name, size.label))
 		require.NoError(b.t, os.WriteFile(file, png, 0o644))
@@ -198,36 +240,105 @@ func (b *browser) screenshot(name string) {
 	b.do(chromedp.EmulateViewport(1280, 800))
 }
 
+// value reads a form field's current value.
+func (b *browser) value(sel string) string {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](fmt.Sprintf("document.querySelector(%q).value", sel)))
+	require.NoError(b.t, err)
+	return v
+}
+
+// location is the tab's current URL.
+func (b *browser) location() string {
+	b.t.Helper()
+	loc, err := chromedp.Run(b.ctx, chromedp.Location())
+	require.NoError(b.t, err)
+	return loc
+}
+
+// TestBrowserLibraryPages covers the library and admin pages: every one
+// passes the accessibility check at both sizes.
 func TestBrowserLibraryPages(t *testing.T) {
 	t.Parallel()
 	bd := setup(t)
 	b := newBrowser(t, bd.srv.URL)
 
 	b.open("/login", "#username")
-	b.screenshot("login")
+	b.check("login")
 	b.signIn("admin", "/workflows")
 
 	b.open("/workflows", "#workflows")
 	require.Contains(t, b.text("#workflows"), "/draft-memo")
-	b.screenshot("workflows")
+	b.check("workflows")
 	b.do(chromedp.Click(chromedp.CSS(`a[href="/workflows/draft-memo"]`)), chromedp.WaitVisible(chromedp.CSS(".source")))
-	b.screenshot("workflow")
+	b.check("workflow")
 
 	b.open("/memos", "#memos")
-	b.screenshot("memos")
+	b.check("memos")
+	// The search box is usable: wide enough to read what is typed.
+	for _, size := range sizes {
+		b.do(chromedp.EmulateViewport(size.w, size.h, size.opts...))
+		width, err := chromedp.Run(b.ctx, chromedp.Evaluate[float64](`document.getElementById('mq').getBoundingClientRect().width`))
+		require.NoError(t, err)
+		require.Greater(t, width, 200.0, "the memo search box at %s is %v px wide", size.label, width)
+	}
+	b.do(chromedp.EmulateViewport(1280, 800))
+	b.do(chromedp.SendKeys(chromedp.ID("mq"), "style"), chromedp.Click(chromedp.CSS(".memo-search button")))
+	b.eventually(`location.search.includes('q=style') && document.readyState === 'complete' && !!document.querySelector('#memos a.title')`,
+		"the search lands on its results")
+	require.Contains(t, b.text("#memos"), "Style guide")
 	b.do(chromedp.Click(chromedp.CSS("#memos a.title")), chromedp.WaitVisible(chromedp.ID("memo-body")))
-	b.screenshot("memo")
+	b.check("memo")
+	b.do(chromedp.Click(chromedp.CSS(`a.button[href$="/edit"]`)), chromedp.WaitVisible(chromedp.ID("me-body")))
+	b.check("memo-edit")
+
+	// A compare-and-set conflict: someone saves first; the page shows both.
+	memoID := strings.TrimSuffix(strings.TrimPrefix(b.location(), bd.srv.URL+"/memos/"), "/edit")
+	m, err := bd.db.MemoGetByID(context.Background(), memoID)
+	require.NoError(t, err)
+	body := "Someone else's rewrite."
+	_, err = bd.lib.Update(context.Background(), library.UpdateParams{ID: m.ID, ExpectedVersion: m.ContentVersion, Body: body})
+	require.NoError(t, err)
+	b.do(chromedp.SetValue(chromedp.ID("me-body"), m.Body+"\n\nMy addition."), chromedp.Click(chromedp.CSS("#memo-edit button.primary")),
+		chromedp.WaitVisible(chromedp.ID("conflict")))
+	require.Contains(t, b.text("#current-version"), "Someone else's rewrite.")
+	require.Contains(t, b.value("#me-body"), "My addition.", "the losing text is kept")
+	b.check("memo-conflict")
 
 	b.open("/users", "#users")
-	b.screenshot("users")
 	require.True(t, strings.Contains(b.text("#users"), "steward"))
+	b.check("users")
 	b.expectConsoleError("/memos/mem_missing") // the 404 itself is logged by the browser
 	b.open("/memos/mem_missing", ".empty")
 	require.Contains(t, b.text("main"), "Not found")
-	b.screenshot("not-found")
+	b.check("not-found")
 }
 
-// TestBrowserStewardFlow drives the console as a steward and a viewer do.
+// TestBrowserSoleAdmin: the only steward is the admin who asked for the
+// run: they see no enabled Approve, and why.
+func TestBrowserSoleAdmin(t *testing.T) {
+	t.Parallel()
+	bd := setup(t)
+	b := newBrowser(t, bd.srv.URL)
+	b.signIn("admin", "/workflows/draft-memo")
+	b.do(chromedp.WaitVisible(chromedp.ID("brief")),
+		chromedp.SendKeys(chromedp.ID("brief"), "Quarterly report on the river"),
+		chromedp.Click(chromedp.CSS(`#run-now button.primary`)),
+		chromedp.WaitVisible(chromedp.ID("transcript")))
+	b.eventually(`document.querySelectorAll('#transcript .holdcard').length === 1`, "the run stops at its hold")
+	b.open("/holds", "#open-holds-list article.hold")
+	require.Equal(t, 1, b.count(`#open-holds-list button.approve[disabled]`), "no enabled Approve")
+	require.Zero(t, b.count(`#open-holds-list button.approve:not([disabled])`))
+	require.Contains(t, b.text("#open-holds-list .why"), "admin asked for this run and may not approve it")
+	require.Contains(t, b.text("#open-holds-list .why"), "another steward must approve it")
+	b.check("holds-sole-admin")
+	b.open("/", "#decidable")
+	require.Contains(t, b.text("#decidable"), "Nothing is waiting for your decision")
+	b.check("home-sole-admin")
+}
+
+// TestBrowserStewardFlow drives the console as a steward and a viewer do,
+// checking every page at both sizes on the way.
 func TestBrowserStewardFlow(t *testing.T) {
 	t.Parallel()
 	bd := setup(t)
@@ -238,23 +349,33 @@ func TestBrowserStewardFlow(t *testing.T) {
 	require.NoError(t, err)
 	bd.session(t, "Console chat about herons", "", sessions.ViaConsole)
 	item, hold := bd.heldRun(t, "slack:U9", "Quarterly otter census")
-	_, other := bd.heldRun(t, "slack:U9", "Heron nesting report")
+	failed := bd.failedRun(t, "Summarise the kingfisher thread")
 
 	b := newBrowser(t, bd.srv.URL)
-	b.signIn("steward", "/sessions")
+	b.signIn("steward", "/")
+	b.do(chromedp.WaitVisible(chromedp.ID("decidable")))
+	require.Contains(t, b.text("#decidable"), "Draft: Quarterly otter census")
+	require.Contains(t, b.text("#failures"), "dispatch")
+	b.check("home")
+
+	// Phone: every nav item is on screen, none scrolled away.
+	b.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+	hidden, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`[...document.querySelectorAll('.nav a')].filter(a => {
+		const r = a.getBoundingClientRect(); return r.width === 0 || r.left < 0 || r.right > window.innerWidth }).length`))
+	require.NoError(t, err)
+	require.Zero(t, hidden, "every nav item is reachable on a phone")
+	b.do(chromedp.EmulateViewport(1280, 800))
 
 	// Origin toggles: workflow sessions appear and disappear.
-	b.do(chromedp.WaitVisible(chromedp.ID("sessions")))
+	b.open("/sessions", "#sessions")
 	require.Zero(t, b.count(`.session-row[data-origin="workflow"]`), "workflow sessions are hidden by default")
 	require.Equal(t, 1, b.count(`.session-row[data-origin="channel"] .badge.slack`))
-	b.screenshot("sessions")
+	b.check("sessions")
 	b.do(chromedp.Click(chromedp.CSS(`a.toggle[data-origin="workflow"]`)))
 	b.eventually(`document.querySelectorAll('.session-row[data-origin="workflow"]').length === 2`, "workflow sessions appear")
 	require.Contains(t, b.text(`a.toggle[data-origin="workflow"]`), "workflow")
-	loc, err := chromedp.Run(b.ctx, chromedp.Location())
-	require.NoError(t, err)
-	require.Contains(t, loc, "origin=user%2Cchannel%2Cworkflow", "the choice is kept in the URL")
-	b.screenshot("sessions-with-workflow")
+	require.Contains(t, b.location(), "origin=user%2Cchannel%2Cworkflow", "the choice is kept in the URL")
+	b.check("sessions-with-workflow")
 	b.do(chromedp.Click(chromedp.CSS(`a.toggle[data-origin="workflow"]`)))
 	b.eventually(`document.querySelectorAll('.session-row[data-origin="workflow"]').length === 0 && document.querySelectorAll('.session-row').length === 2`,
 		"workflow sessions disappear, the others stay")
@@ -266,7 +387,7 @@ func TestBrowserStewardFlow(t *testing.T) {
 	_, err = bd.sess.AppendEvent(ctx, slack.ID, store.EventUserMessage, "slack:U42", map[string]any{"text": "Can we add a rollback step?"})
 	require.NoError(t, err)
 	b.eventually(`document.getElementById('transcript').innerText.includes('Can we add a rollback step?')`, "the new message appears without a reload")
-	b.screenshot("session-slack")
+	b.check("session-slack")
 
 	// A console session: start one, write to it, the reply arrives live.
 	b.open("/sessions", "#sessions")
@@ -281,54 +402,119 @@ func TestBrowserStewardFlow(t *testing.T) {
 	b.eventually(`document.querySelectorAll('#transcript .event[data-type="assistant_message"]').length === 1`, "the reply arrives")
 	require.Contains(t, b.text("#transcript"), "What can you do?")
 	b.eventually(`document.getElementById('session-status').innerText.trim() === 'done'`, "the status follows the turn")
-	b.screenshot("session-user")
+	b.check("session-user")
 
 	// The workflow session shows the run and its hold card inline.
 	b.open("/sessions/"+item.SessionID, "#transcript")
 	require.Equal(t, 1, b.count(`.event[data-type="hold_opened"] .holdcard`))
-	b.screenshot("session-workflow")
+	b.check("session-workflow")
 
-	// Approve a hold with a comment and watch the run finish.
-	b.open("/holds", "#open-holds")
-	require.Equal(t, 2, b.count(`#open-holds article.hold`))
-	b.screenshot("holds")
-	b.open("/holds/"+hold.ID, "#hold-"+hold.ID)
-	b.screenshot("hold")
+	// Holds: a comment typed on one card survives a second hold arriving,
+	// and the counts follow.
+	b.open("/holds", "#open-holds-list")
+	require.Equal(t, 1, b.count(`#open-holds-list article.hold`))
+	require.Contains(t, b.text("#hold-"+hold.ID+" h3"), "Draft: Quarterly otter census", "cards lead with the hold's title")
+	b.check("holds")
+	b.do(chromedp.SendKeys(chromedp.ID("comment-"+hold.ID), "Numbers check out"))
+	_, second := bd.heldRun(t, "slack:U9", "Heron nesting report")
+	b.eventually(`document.querySelectorAll('#open-holds-list article.hold').length === 2`, "the second hold arrives")
+	require.Equal(t, "Numbers check out", b.value("#comment-"+hold.ID), "the comment being typed is still there")
+	b.eventually(`document.getElementById('open-count').innerText.trim() === '2'`, "the heading count says 2")
+	b.eventually(`document.getElementById('nav-holds-count').innerText.trim().startsWith('2')`, "and the nav badge")
+	// Decided elsewhere: the untouched card goes; the one being typed in stays.
+	admin := engine.Decider{UserID: bd.users["admin"].ID, Via: "api"}
+	_, err = bd.eng.Decide(ctx, engine.DecideParams{HoldID: second.ID, Decision: "reject", Comment: "duplicate", Decider: admin})
+	require.NoError(t, err)
+	b.eventually(`document.getElementById('open-count').innerText.trim() === '1' && !document.getElementById('hold-`+second.ID+`')`,
+		"a hold decided elsewhere leaves the queue")
+	_, err = bd.eng.Decide(ctx, engine.DecideParams{HoldID: hold.ID, Decision: "reject", Comment: "too early", Decider: admin})
+	require.NoError(t, err)
+	b.eventually(`document.getElementById('open-count').innerText.trim() === '0'`, "the count follows")
+	require.Equal(t, 1, b.count("#hold-"+hold.ID), "the card being typed in is left alone")
+	require.Equal(t, "Numbers check out", b.value("#comment-"+hold.ID))
+
+	// Submitting it now is refused (already decided): the answer is a page
+	// that can be reloaded and shows what happened.
+	b.do(chromedp.Click(chromedp.CSS(`#hold-`+hold.ID+` button[value="approve"]`)), chromedp.WaitVisible(chromedp.ID("attempt")))
+	require.Contains(t, b.location(), "/holds/"+hold.ID+"?attempt=")
+	require.Contains(t, b.text("#attempt"), "Your approval was not recorded")
+	require.Contains(t, b.text("#attempt"), "already rejected by admin")
+	b.check("hold-refused")
+	b.do(chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("attempt")))
+	require.Contains(t, b.text("#attempt"), "Your approval was not recorded", "the page reloads with its message")
+	require.NotContains(t, b.text("main"), "Method not allowed")
+
+	// An edited approval: the hold page shows the diff and the edit's guards.
+	_, third := bd.heldRun(t, "slack:U9", "Kingfisher survey")
+	b.open("/holds/"+third.ID, "#hold-"+third.ID)
+	b.check("hold")
 	b.do(
-		chromedp.SendKeys(chromedp.ID("comment-"+hold.ID), "Numbers check out"),
-		chromedp.Click(chromedp.CSS(`#hold-`+hold.ID+` button[value="approve"]`)),
+		chromedp.Click(chromedp.CSS(`#hold-`+third.ID+` details.edit summary`)),
+		chromedp.WaitVisible(chromedp.ID("output-"+third.ID)),
+		chromedp.SetValue(chromedp.ID("output-"+third.ID), "# Kingfishers by the weir\n\nSeven pairs this spring."),
+		chromedp.SendKeys(chromedp.ID("comment-"+third.ID), "Tightened"),
+		chromedp.Click(chromedp.CSS(`#hold-`+third.ID+` button[value="approve"]`)),
 		chromedp.WaitVisible(chromedp.ID("run-status")),
 	)
 	b.eventually(`document.getElementById('run-status').innerText.trim() === 'succeeded'`, "the run page shows the run finish")
-	require.Contains(t, b.text("#dispatch"), "Quarterly otter census")
-	require.Contains(t, b.text("main"), "Numbers check out")
-	b.screenshot("run")
-	b.open("/runs", "#runs")
-	b.screenshot("runs")
-	b.open("/memos", "#memos")
-	b.screenshot("memos")
-	b.do(chromedp.Click(chromedp.CSS(`#memos a.title`)), chromedp.WaitVisible(chromedp.ID("memo-body")))
-	b.screenshot("memo")
-	b.open("/workflows", "#workflows")
-	b.screenshot("workflows")
-	b.open("/workflows/draft-memo", ".source")
-	b.screenshot("workflow")
+	require.Contains(t, b.text("#dispatch"), "Kingfishers by the weir")
+	require.Contains(t, b.text("#run-lead"), "approved by steward with edits")
+	b.check("run")
+	b.open("/holds/"+third.ID, "#diff")
+	dels, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#diff del')].map(e => e.innerText)`))
+	require.NoError(t, err)
+	ins, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#diff ins')].map(e => e.innerText)`))
+	require.NoError(t, err)
+	require.Contains(t, strings.Join(dels, "\n"), "# Draft: Kingfisher survey", "the run's lines are shown removed")
+	require.Contains(t, strings.Join(ins, "\n"), "# Kingfishers by the weir", "the published lines added")
+	require.Contains(t, strings.Join(ins, "\n"), "Seven pairs this spring.")
+	require.Contains(t, b.text("#edited-guards"), "min_chars")
+	b.check("hold-edited")
 
-	// A viewer sees no decision controls and is refused if they try.
+	// Re-run a failed run: a new item, and the browser lands on its run.
+	b.open("/runs/"+failed.ID, "#run-lead")
+	require.Contains(t, b.text("#run-lead"), "Failed at step 4 (output)")
+	b.check("run-failed")
+	b.do(chromedp.Click(chromedp.CSS(`form[action="/runs/` + failed.ID + `/rerun"] button`)))
+	b.eventually(`location.pathname.startsWith('/runs/') && !location.pathname.endsWith('`+failed.ID+`') && !!document.getElementById('run-live')`,
+		"the browser lands on the new run")
+	require.Contains(t, b.text("main"), "Re-run of "+failed.ID+" queued")
+	rerunRun := strings.TrimPrefix(b.location(), bd.srv.URL+"/runs/")
+	it, err := bd.db.QueueItemGetByID(ctx, store.ItemIDForRun(rerunRun))
+	require.NoError(t, err, "Re-run made a new item")
+	require.Equal(t, "rerun:"+failed.ID+":1", it.DedupeKey)
+	b.eventually(`document.getElementById('run-status').innerText.trim() === 'failed'`, "the re-run runs (and fails the same way)")
+
+	b.open("/edges", "#edges")
+	b.check("edges")
+	b.open("/runs", "#runs")
+	b.check("runs")
+	b.do(chromedp.SendKeys(chromedp.ID("rq"), "kingfisher"), chromedp.Submit(chromedp.ID("rq")))
+	b.eventually(`location.search.includes('q=kingfisher') && document.querySelectorAll('#runs .row.runs:not(.head)').length === 3`,
+		"the text filter keeps the kingfisher runs")
+	b.check("runs-filtered")
+	b.open("/memos", "#memos")
+	b.do(chromedp.Click(chromedp.CSS(`#memos a.title`)), chromedp.WaitVisible(chromedp.ID("memo-body")))
+	b.check("memo-published")
+
+	// A viewer sees no decision controls, and why.
+	_, fourth := bd.heldRun(t, "slack:U9", "Otter holts")
 	b.signOut()
-	b.signIn("viewer", "/holds/"+other.ID)
-	b.do(chromedp.WaitVisible(chromedp.ID("hold-" + other.ID)))
+	b.signIn("viewer", "/holds/"+fourth.ID)
+	b.do(chromedp.WaitVisible(chromedp.ID("hold-" + fourth.ID)))
 	require.Zero(t, b.count(`button[name="decision"]`), "a viewer never sees decide buttons")
 	require.Zero(t, b.count(`form.decide`))
-	b.screenshot("hold-viewer")
-	b.expectConsoleError("/holds/" + other.ID + "/decision")
-	status, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`fetch('/holds/`+other.ID+`/decision', {method: 'POST',
+	require.Contains(t, b.text("#hold-"+fourth.ID+" .why"), "viewer is not a steward")
+	b.check("hold-viewer")
+	landed, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`fetch('/holds/`+fourth.ID+`/decision', {method: 'POST',
 		headers: {'Content-Type': 'application/x-www-form-urlencoded'},
-		body: 'decision=approve&csrf_token=' + encodeURIComponent(document.querySelector('meta[name="csrf-token"]').content)}).then(r => r.status)`,
+		body: 'decision=approve&csrf_token=' + encodeURIComponent(document.querySelector('meta[name="csrf-token"]').content)}).then(r => r.url)`,
 		chromedp.EvalAwaitPromise))
 	require.NoError(t, err)
-	require.Equal(t, http.StatusForbidden, status)
-	h, err := bd.db.HoldGetByID(ctx, other.ID)
+	require.Contains(t, landed, "/holds/"+fourth.ID+"?attempt=", "the refused attempt lands on the hold page")
+	h, err := bd.db.HoldGetByID(ctx, fourth.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.HoldOpen, h.Status, "the viewer's attempt changed nothing")
+	b.open("/", "#decidable")
+	b.check("home-viewer")
 }

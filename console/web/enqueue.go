@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/a-h/templ"
@@ -14,19 +15,23 @@ import (
 
 func templSafe(s string) templ.SafeURL { return templ.SafeURL(s) }
 
+// maxBriefInURL bounds a brief carried back to the form in a redirect's URL.
+const maxBriefInURL = 4000
+
 func (c *Console) canEnqueue() bool { return c.Engine != nil }
 
 // recentRuns lists the workflow's latest runs for its page.
 func (c *Console) recentRuns(r *http.Request, wf *store.Workflow) []templates.RunRow {
-	runs, err := c.Store.RunList(r.Context(), &store.RunListParams{Limit: 200})
+	if wf.Command == "" {
+		return nil
+	}
+	runs, err := c.Store.RunList(r.Context(), &store.RunListParams{Command: wf.Command, Limit: 10})
 	if err != nil {
 		return nil
 	}
 	var out []templates.RunRow
 	for _, run := range runs {
-		if run.Command == wf.Command && len(out) < 10 {
-			out = append(out, c.runRow(run))
-		}
+		out = append(out, c.runRow(run))
 	}
 	return out
 }
@@ -42,19 +47,36 @@ func (c *Console) workflowEnqueue(w http.ResponseWriter, r *http.Request) {
 	}
 	brief := strings.TrimSpace(r.PostFormValue("brief"))
 	dedupe := strings.TrimSpace(r.PostFormValue("dedupe_key"))
+	// Every refusal goes back to the workflow page (post/redirect/get) with
+	// the form's text in the URL, so nothing typed is lost and the page
+	// can be reloaded.
+	again := func(msg string) {
+		q := url.Values{}
+		if len(brief) <= maxBriefInURL {
+			q.Set("brief", brief)
+		}
+		if dedupe != "" {
+			q.Set("dedupe_key", dedupe)
+		}
+		to := string(workflowURL(wf))
+		if len(q) > 0 {
+			to += "?" + q.Encode()
+		}
+		c.redirect(w, r, to+"#run-now", msg, true)
+	}
 	if c.Engine == nil {
-		c.renderWorkflow(w, r, wf, http.StatusServiceUnavailable, brief, dedupe, "The workflow engine is not running.")
+		again("The workflow engine is not running.")
 		return
 	}
 	if brief == "" {
-		c.renderWorkflow(w, r, wf, http.StatusBadRequest, brief, dedupe, "Write a brief for the run.")
+		again("Write a brief for the run.")
 		return
 	}
 	item, created, err := c.Engine.Enqueue(r.Context(), engine.EnqueueParams{Command: wf.Command, DedupeKey: dedupe,
 		Payload: map[string]any{"brief": brief, "title": firstLine(brief)}, OwnerUID: actorOf(r)})
 	switch {
-	case errors.Is(err, store.ErrConflict):
-		c.renderWorkflow(w, r, wf, http.StatusConflict, brief, dedupe, store.ReasonOf(err))
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrForbidden):
+		again(store.ReasonOf(err))
 		return
 	case err != nil:
 		c.fail(w, r, err)

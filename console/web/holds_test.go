@@ -12,15 +12,21 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
+// waitRun waits for the run to reach status. A run not claimed yet (a
+// fresh re-run) is waited for too. (The condition runs on testify's polling
+// goroutine, so it reports instead of calling require.)
 func waitRun(t *testing.T, b *bundle, runID, status string) *store.Run {
 	t.Helper()
 	var run *store.Run
 	require.Eventually(t, func() bool {
 		r, err := b.db.RunGetByID(context.Background(), runID)
-		require.NoError(t, err)
+		if err != nil {
+			return false
+		}
 		run = r
 		return r.Status == status
 	}, 20*time.Second, 20*time.Millisecond, "run %s reaches %s", runID, status)
@@ -40,11 +46,18 @@ func TestHoldDecisions(t *testing.T) {
 		_, page := viewer.get("/holds")
 		require.Contains(t, page, hold.ID)
 		require.NotContains(t, page, `name="decision"`)
+		require.Contains(t, page, "viewer is not a steward", "the viewer is told why there is nothing to press")
 		_, page = viewer.get("/holds/" + hold.ID)
 		require.NotContains(t, page, `name="decision"`)
-		status, page, _ := viewer.post("/holds/"+hold.ID+"/decision", url.Values{"decision": {"approve"}})
-		require.Equal(t, http.StatusForbidden, status)
-		require.Contains(t, page, "not a steward")
+		status, page, landed := viewer.postFollow("/holds/"+hold.ID+"/decision", url.Values{"decision": {"approve"}})
+		require.Equal(t, http.StatusOK, status, "a refused decision lands on a page (post/redirect/get)")
+		require.Contains(t, landed, "/holds/"+hold.ID+"?attempt=")
+		require.Contains(t, page, "Your approval was refused: viewer is not a steward")
+		again, reloaded := viewer.get(landed)
+		require.Equal(t, http.StatusOK, again, "the page can be reloaded")
+		require.Contains(t, reloaded, "Your approval was refused", "and still says what happened")
+		_, shared := steward.get(landed)
+		require.Contains(t, shared, "viewer&#39;s approval was refused", "a shared link names whose attempt it was")
 		h, err := b.db.HoldGetByID(ctx, hold.ID)
 		require.NoError(t, err)
 		require.Equal(t, store.HoldOpen, h.Status)
@@ -88,33 +101,49 @@ func TestHoldDecisions(t *testing.T) {
 		require.Contains(t, page, `id="decided-holds"`)
 		require.Contains(t, page, "ship it")
 
-		status, page, _ = steward.post("/holds/"+hold.ID+"/decision", url.Values{"decision": {"reject"}})
-		require.Equal(t, http.StatusConflict, status)
-		require.Contains(t, page, "steward", "the conflict names who decided")
+		status, page, _ = steward.postFollow("/holds/"+hold.ID+"/decision", url.Values{"decision": {"reject"}})
+		require.Equal(t, http.StatusOK, status)
+		require.Contains(t, page, "Your rejection was not recorded: hold "+hold.ID+" was already approved by steward", "the conflict names who decided")
 	})
 
 	t.Run("ApproveEditedOutput", func(t *testing.T) {
 		_, h := b.heldRun(t, "slack:U9", "edit me")
+		status, page, _ := steward.postFollow("/holds/"+h.ID+"/decision", url.Values{"decision": {"approve"}, "output": {strings.Repeat("otters ", 3000)}})
+		require.Equal(t, http.StatusOK, status)
+		require.Contains(t, page, "Your approval was not recorded: the edited output fails the Guard check max_chars", "a failing edit is refused naming the check")
 		edited := "# Edited title\r\n\r\nA steward rewrote this."
-		status, _, _ := steward.post("/holds/"+h.ID+"/decision", url.Values{"decision": {"approve"}, "output": {edited}})
+		status, _, _ = steward.post("/holds/"+h.ID+"/decision", url.Values{"decision": {"approve"}, "output": {edited}})
 		require.Equal(t, http.StatusSeeOther, status)
 		run := waitRun(t, b, h.RunID, store.RunSucceeded)
 		m, err := b.db.MemoGetByID(ctx, run.DispatchMemoID)
 		require.NoError(t, err)
 		require.Equal(t, "# Edited title\n\nA steward rewrote this.", m.Body, "the edited text is what is dispatched")
 		require.Equal(t, "Edited title", m.Title)
+
+		_, page = steward.get("/holds/" + h.ID)
+		require.Contains(t, page, `id="diff"`)
+		require.Regexp(t, `<del class="dl"><span class="sr-only">removed: </span># Draft: edit me</del>`, page, "the run's heading is shown removed")
+		require.Regexp(t, `<ins class="dl"><span class="sr-only">added: </span># Edited title</ins>`, page, "the steward's heading is shown added")
+		require.Regexp(t, `<ins class="dl"><span class="sr-only">added: </span>A steward rewrote this.</ins>`, page)
+		require.Contains(t, page, `id="edited-guards"`, "the edited text's guard results are shown")
+		require.Contains(t, page, "min_chars")
+		require.Contains(t, page, "published an edited output")
 	})
 
 	t.Run("RejectWithReason", func(t *testing.T) {
 		_, h := b.heldRun(t, "slack:U9", "reject me")
-		status, _, _ := steward.post("/holds/"+h.ID+"/decision", url.Values{"decision": {"reject"}, "comment": {"off topic"}})
+		status, _, _ := steward.post("/holds/"+h.ID+"/decision", url.Values{"decision": {"reject"}, "comment": {"ignored"}, "reason": {"off topic"}})
 		require.Equal(t, http.StatusSeeOther, status)
 		waitRun(t, b, h.RunID, store.RunCancelled)
 		got, err := b.db.HoldGetByID(ctx, h.ID)
 		require.NoError(t, err)
-		require.Equal(t, "off topic", got.Comment)
-		status, _, _ = steward.post("/holds/"+h.ID+"/decision", url.Values{"decision": {"maybe"}})
-		require.Equal(t, http.StatusBadRequest, status)
+		require.Equal(t, "off topic", got.Comment, "a rejection's reason is its comment")
+		_, page := steward.get("/runs/" + h.RunID)
+		require.Contains(t, page, "Rejected by steward: off topic. Nothing was published.", "the run says who rejected it and why")
+		require.NotContains(t, page, "nothing yet")
+		status, page, _ = steward.postFollow("/holds/"+h.ID+"/decision", url.Values{"decision": {"maybe"}})
+		require.Equal(t, http.StatusOK, status)
+		require.Contains(t, page, `decision must be &#34;approve&#34; or &#34;reject&#34;, got &#34;maybe&#34;`)
 		status, _, _ = steward.post("/holds/hld_missing/decision", url.Values{"decision": {"approve"}})
 		require.Equal(t, http.StatusNotFound, status)
 	})
@@ -122,9 +151,12 @@ func TestHoldDecisions(t *testing.T) {
 	t.Run("NoSelfApproval", func(t *testing.T) {
 		_, h := b.heldRun(t, "user:"+b.users["steward"].ID, "my own")
 		_, page := steward.get("/holds/" + h.ID)
-		require.Contains(t, page, "another steward must approve it")
-		status, page, _ := steward.post("/holds/"+h.ID+"/decision", url.Values{"decision": {"approve"}})
-		require.Equal(t, http.StatusForbidden, status)
+		require.Contains(t, page, "steward asked for this run and may not approve it")
+		require.Contains(t, page, `<button class="approve" type="button" disabled aria-describedby="why-`+h.ID+`">Approve</button>`,
+			"no enabled Approve")
+		require.Contains(t, page, `value="reject"`, "the requester may still reject")
+		status, page, _ := steward.postFollow("/holds/"+h.ID+"/decision", url.Values{"decision": {"approve"}})
+		require.Equal(t, http.StatusOK, status)
 		require.Contains(t, page, "may not approve it")
 		admin := b.signedIn(t, "admin")
 		status, _, _ = admin.post("/holds/"+h.ID+"/decision", url.Values{"decision": {"approve"}})
@@ -140,6 +172,8 @@ func TestHoldDecisions(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, status)
 		status, _ = viewer.get("/runs?cursor=bogus")
 		require.Equal(t, http.StatusBadRequest, status)
+		status, _ = viewer.get("/holds?before=bogus")
+		require.Equal(t, http.StatusBadRequest, status)
 		status, _ = viewer.get("/runs/run_missing")
 		require.Equal(t, http.StatusNotFound, status)
 		status, _ = viewer.get("/holds/hld_missing")
@@ -147,21 +181,54 @@ func TestHoldDecisions(t *testing.T) {
 	})
 }
 
-func TestHoldsQueueFragment(t *testing.T) {
+// TestHoldsLiveRefresh: the queue's poll answers out-of-band swaps only:
+// a new hold is appended, a decided one removed, a changed one replaced,
+// the counts set; cards the page already shows unchanged are not re-sent.
+func TestHoldsLiveRefresh(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	ctx := context.Background()
 	c := b.signedIn(t, "steward")
 	_, page := c.get("/holds")
 	require.Contains(t, page, "Nothing is waiting")
-	sig := page[strings.Index(page, "sig=")+4:]
-	sig = sig[:strings.Index(sig, `"`)]
-	status, _ := c.get("/holds?fragment=open&sig=" + sig)
-	require.Equal(t, http.StatusNoContent, status, "an unchanged queue is not re-sent")
-	_, hold := b.heldRun(t, "slack:U1", "fragment")
-	status, frag := c.get("/holds?fragment=open&sig=" + sig)
+	require.Contains(t, page, `hx-get="/holds/live?"`)
+	status, frag := c.get("/holds/live")
 	require.Equal(t, http.StatusOK, status)
-	require.Contains(t, frag, hold.ID)
+	require.Contains(t, frag, `<span id="open-count" hx-swap-oob="true" aria-live="polite">0</span>`)
 	require.NotContains(t, frag, "<html", "a fragment, not a page")
+
+	_, first := b.heldRun(t, "slack:U1", "first")
+	_, frag = c.get("/holds/live")
+	require.Contains(t, frag, `hx-swap-oob="beforeend:#open-holds-list"`)
+	require.Contains(t, frag, `id="hold-`+first.ID+`"`, "an arrival is appended")
+	require.Contains(t, frag, `>1</span>`)
+
+	_, frag = c.get("/holds/live?shown=" + first.ID + ":0")
+	require.NotContains(t, frag, `id="hold-`+first.ID+`"`, "a card shown unchanged is not re-sent")
+	_, second := b.heldRun(t, "slack:U1", "second")
+	_, frag = c.get("/holds/live?shown=" + first.ID + ":0")
+	require.Contains(t, frag, `id="hold-`+second.ID+`"`)
+	require.NotContains(t, frag, `id="hold-`+first.ID+`"`)
+	require.Contains(t, frag, `<span id="open-count" hx-swap-oob="true" aria-live="polite">2</span>`, "the count follows")
+	require.Contains(t, frag, `id="nav-holds-count"`, "and the nav badge")
+
+	_, err := b.eng.Decide(ctx, engine.DecideParams{HoldID: first.ID, Decision: "reject", Decider: engine.Decider{UserID: b.users["admin"].ID, Via: "api"}})
+	require.NoError(t, err)
+	_, frag = c.get("/holds/live?shown=" + first.ID + ":0&shown=" + second.ID + ":7")
+	require.Contains(t, frag, `<div id="hold-`+first.ID+`" hx-swap-oob="delete">`, "a decided hold is removed")
+	require.Regexp(t, `<article class="panel hold" id="hold-`+second.ID+`"[^>]*hx-swap-oob="true"`, frag, "a changed card is replaced")
+
+	_, page = c.get("/holds?workflow=summarize-thread")
+	require.Contains(t, page, "Nothing is waiting", "the filter by workflow keeps other workflows' holds out")
+	_, page = c.get("/holds?workflow=draft-memo&requester=slack:U1")
+	require.Contains(t, page, second.ID)
+	require.Contains(t, page, `hx-get="/holds/live?requester=slack%3AU1&amp;workflow=%2Fdraft-memo"`, "the live part keeps the filters")
+	_, page = c.get("/holds?requester=user:nobody")
+	require.Contains(t, page, "Nothing is waiting")
+	require.Contains(t, page, "No decisions yet.", "the requester filter applies to the history too")
+	_, page = c.get("/holds?requester=slack:U1")
+	require.Contains(t, page, `id="decided-holds"`)
+	require.Contains(t, page, first.ID, "the decided history under the same filter")
 }
 
 func TestRunNow(t *testing.T) {
@@ -178,8 +245,8 @@ func TestRunNow(t *testing.T) {
 
 	_, page = steward.get("/workflows/draft-memo")
 	require.Contains(t, page, "Run now")
-	status, page, _ = steward.post("/workflows/draft-memo/enqueue", url.Values{"brief": {""}})
-	require.Equal(t, http.StatusBadRequest, status)
+	status, page, _ = steward.postFollow("/workflows/draft-memo/enqueue", url.Values{"brief": {""}})
+	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, page, "Write a brief")
 
 	status, _, resp := steward.post("/workflows/draft-memo/enqueue", url.Values{"brief": {"Herons at dusk"}, "dedupe_key": {"k1"}})
@@ -203,9 +270,11 @@ func TestRunNow(t *testing.T) {
 	admin := b.signedIn(t, "admin")
 	status, _, _ = admin.post("/workflows/draft-memo/status", url.Values{"status": {"paused"}})
 	require.Equal(t, http.StatusSeeOther, status)
-	status, page, _ = steward.post("/workflows/draft-memo/enqueue", url.Values{"brief": {"paused"}})
-	require.Equal(t, http.StatusConflict, status)
+	status, page, landed := steward.postFollow("/workflows/draft-memo/enqueue", url.Values{"brief": {"paused brief"}})
+	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, page, "not live")
+	require.Contains(t, page, ">paused brief</textarea>", "the brief is kept for another try")
+	require.Contains(t, landed, "/workflows/draft-memo?")
 }
 
 func TestRunsPageOlderLink(t *testing.T) {

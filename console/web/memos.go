@@ -1,14 +1,21 @@
 package web
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/holdfast-bot/holdfast/console/auth"
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/templates"
@@ -43,19 +50,48 @@ func snippet(body string, n int) string {
 	return s
 }
 
+// memoPage is the library's page size.
+const memoPage = 50
+
 func (c *Console) memoList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	v := templates.MemosView{Query: strings.TrimSpace(q.Get("q")), MemoType: q.Get("type")}
+	v := templates.MemosView{Query: strings.TrimSpace(q.Get("q")), MemoType: q.Get("type"), PageNo: 1}
 	if v.MemoType != "" && !slices.Contains(library.MemoTypes, v.MemoType) {
 		c.errorPage(w, r, http.StatusBadRequest, "Bad request", "type must be one of "+strings.Join(library.MemoTypes, ", ")+".")
 		return
 	}
+	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 1 && n <= 1000 {
+		v.PageNo = n
+	}
 	// Unlisted memos are listed for stewards and admins only (SPEC §7).
 	memos, err := c.Store.MemoSearch(r.Context(), &store.MemoSearchParams{Query: v.Query, MemoType: v.MemoType,
-		IncludeUnlisted: atLeast(identity(r), store.RoleSteward), Limit: 100})
+		IncludeUnlisted: identity(r).AtLeast(store.RoleSteward), Limit: memoPage + 1, Offset: (v.PageNo - 1) * memoPage})
 	if err != nil {
 		c.fail(w, r, err)
 		return
+	}
+	pageURL := func(n int) templ.SafeURL {
+		u := url.Values{}
+		if v.Query != "" {
+			u.Set("q", v.Query)
+		}
+		if v.MemoType != "" {
+			u.Set("type", v.MemoType)
+		}
+		if n > 1 {
+			u.Set("page", strconv.Itoa(n))
+		}
+		if len(u) == 0 {
+			return "/memos"
+		}
+		return templ.SafeURL("/memos?" + u.Encode())
+	}
+	if len(memos) > memoPage {
+		memos = memos[:memoPage]
+		v.NextURL = pageURL(v.PageNo + 1)
+	}
+	if v.PageNo > 1 {
+		v.PrevURL = pageURL(v.PageNo - 1)
 	}
 	for _, m := range memos {
 		v.Rows = append(v.Rows, templates.MemoRow{ID: m.ID, URL: memoURL(m.ID), Title: m.Title, Snippet: snippet(m.Body, 160),
@@ -65,19 +101,151 @@ func (c *Console) memoList(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, templates.MemosPage(v))
 }
 
+// canEditMemo: stewards edit notes; workflow memos are for admins, as on
+// the API.
+func canEditMemo(id *auth.Identity, m *store.Memo) bool {
+	if m.MemoType == store.MemoTypeWorkflow {
+		return id.AtLeast(store.RoleAdmin)
+	}
+	return id.AtLeast(store.RoleSteward)
+}
+
 func (c *Console) memoShow(w http.ResponseWriter, r *http.Request) {
-	m, err := c.Store.MemoGetByID(r.Context(), chi.URLParam(r, "id"))
+	ctx := r.Context()
+	m, err := c.Store.MemoGetByID(ctx, chi.URLParam(r, "id"))
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
 	v := templates.MemoView{ID: m.ID, Title: m.Title, MemoType: m.MemoType, Tags: m.Tags, Notes: m.Notes, Unlisted: m.Unlisted,
-		Version: m.ContentVersion, Created: c.ago(m.CreatedAt), Updated: c.ago(m.UpdatedAt), HTML: renderMarkdown(m.Body)}
+		Version: m.ContentVersion, Created: c.ago(m.CreatedAt), Updated: c.ago(m.UpdatedAt), HTML: renderMarkdown(m.Body),
+		CanEdit: canEditMemo(identity(r), m), EditURL: templ.SafeURL("/memos/" + m.ID + "/edit")}
 	if m.MemoType == store.MemoTypeWorkflow {
-		if wf, err := c.Store.WorkflowGetByMemoID(r.Context(), m.ID); err == nil {
+		if wf, err := c.Store.WorkflowGetByMemoID(ctx, m.ID); err == nil {
 			v.Workflow = &templates.Link{Label: workflowLabel(wf), URL: workflowURL(wf)}
 		}
 	}
+	if v.Provenance, err = c.provenance(ctx, m); err != nil {
+		c.fail(w, r, err)
+		return
+	}
 	v.Page = c.page(w, r, m.Title, "memos")
 	c.render(w, r, http.StatusOK, templates.MemoPage(v))
+}
+
+// provenance is the run that last published m, its hold and the steward who
+// approved it; nil for a memo no run wrote.
+func (c *Console) provenance(ctx context.Context, m *store.Memo) (*templates.Provenance, error) {
+	runs, err := c.Store.RunListByDispatchMemo(ctx, m.ID, 10)
+	if err != nil || len(runs) == 0 {
+		return nil, err
+	}
+	run := runs[0]
+	p := &templates.Provenance{Run: templates.Link{Label: engine.RunTitle(run), URL: runURL(run.ID)}, Workflow: run.Command,
+		Earlier: len(runs) - 1}
+	if run.HoldID != "" {
+		h, err := c.Store.HoldGetByID(ctx, run.HoldID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		if h != nil {
+			p.Hold = &templates.Link{Label: engine.HoldTitle(h, run.Payload), URL: holdURL(h.ID)}
+			if h.Status == store.HoldApproved {
+				p.Steward, p.Via, p.Edited = h.DecidedBy, h.DecidedVia, h.EditedOutput != nil
+				if h.DecidedAt != nil {
+					p.When = c.ago(*h.DecidedAt)
+				}
+			}
+		}
+	}
+	return p, nil
+}
+
+// memoDraft is a losing edit kept across the redirect to the conflict page.
+type memoDraft struct {
+	MemoID      string `json:"memoId"`
+	BaseVersion int64  `json:"baseVersion"`
+	Title       string `json:"title"`
+	Body        string `json:"body"`
+	Notes       string `json:"notes"`
+}
+
+func (c *Console) memoEditForm(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	m, err := c.Store.MemoGetByID(ctx, chi.URLParam(r, "id"))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if !canEditMemo(identity(r), m) {
+		c.errorPage(w, r, http.StatusForbidden, "Not allowed", "Stewards edit memos; workflow memos are edited by admins.")
+		return
+	}
+	v := templates.MemoEditView{ID: m.ID, URL: memoURL(m.ID), Action: "/memos/" + m.ID + "/edit", Title: m.Title, Body: m.Body,
+		Notes: m.Notes, Version: m.ContentVersion}
+	if id := r.URL.Query().Get("draft"); id != "" {
+		d, err := c.Store.ConsoleDraftGetByID(ctx, id, from(ctx).session.ID)
+		var draft memoDraft
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			v.Error = "Your unsaved text is no longer kept (drafts last a day, and only in the sign-in that wrote them). This is the current version."
+		case err != nil:
+			c.fail(w, r, err)
+			return
+		case json.Unmarshal([]byte(d.Body), &draft) != nil || draft.MemoID != m.ID:
+			v.Error = "That draft is not of this memo."
+		default:
+			// The form carries the caller's text against the current
+			// version: saving it now is a deliberate overwrite.
+			v.Conflict = &templates.MemoConflict{YourBase: draft.BaseVersion, Version: m.ContentVersion, Title: m.Title, Body: m.Body,
+				Diff: lineDiff(m.Body, draft.Body)}
+			v.Title, v.Body, v.Notes = draft.Title, draft.Body, draft.Notes
+		}
+	}
+	v.Page = c.page(w, r, "Edit "+m.Title, "memos")
+	c.render(w, r, http.StatusOK, templates.MemoEditPage(v))
+}
+
+// memoEdit saves a memo with compare-and-set on its version. A lost race
+// keeps the caller's text as a draft and redirects to the edit page showing
+// both versions (post/redirect/get: that page can be reloaded).
+func (c *Console) memoEdit(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	m, err := c.Store.MemoGetByID(ctx, chi.URLParam(r, "id"))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	back := "/memos/" + m.ID + "/edit"
+	if !canEditMemo(identity(r), m) {
+		c.errorPage(w, r, http.StatusForbidden, "Not allowed", "Stewards edit memos; workflow memos are edited by admins.")
+		return
+	}
+	expected, err := strconv.ParseInt(r.PostFormValue("expected_version"), 10, 64)
+	if err != nil {
+		c.redirect(w, r, back, "The form lost its version; open the memo and edit it again.", true)
+		return
+	}
+	title := strings.TrimSpace(r.PostFormValue("title"))
+	body := strings.ReplaceAll(r.PostFormValue("body"), "\r\n", "\n")
+	notes := strings.TrimSpace(r.PostFormValue("notes"))
+	up, err := c.Library.Update(ctx, library.UpdateParams{ID: m.ID, ExpectedVersion: expected, Title: &title, Body: body, Notes: &notes})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		b, _ := json.Marshal(memoDraft{MemoID: m.ID, BaseVersion: expected, Title: title, Body: body, Notes: notes})
+		id := store.NewID("drf")
+		if err := c.Store.ConsoleDraftCreate(ctx, &store.ConsoleDraft{ID: id, SessionID: from(ctx).session.ID, Body: string(b)}); err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		c.redirect(w, r, back+"?draft="+id+"#conflict", "", false)
+		return
+	case errors.Is(err, store.ErrInvalid):
+		c.redirect(w, r, back, store.ReasonOf(err), true)
+		return
+	case err != nil:
+		c.fail(w, r, err)
+		return
+	}
+	c.redirect(w, r, "/memos/"+up.ID, "Saved: version "+strconv.FormatInt(up.ContentVersion, 10)+".", false)
 }

@@ -40,7 +40,7 @@ func (c *Console) page(w http.ResponseWriter, r *http.Request, title, nav string
 	id := cur.id
 	p.CSRF = cur.session.CSRFToken
 	p.Viewer = &templates.Viewer{Name: id.Username, Role: id.Role, CanDecide: store.CanDecide(id.Role),
-		CanAct: atLeast(id, store.RoleSteward), IsAdmin: id.Role == store.RoleAdmin}
+		CanAct: id.AtLeast(store.RoleSteward), IsAdmin: id.Role == store.RoleAdmin}
 	if ck, err := r.Cookie(flashCookie); err == nil {
 		if v, err := url.QueryUnescape(ck.Value); err == nil && len(v) > 1 {
 			p.Flash, p.FlashErr = v[1:], v[0] == '!'

@@ -1,33 +1,49 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/holdfast-bot/holdfast/console/api"
+	"github.com/holdfast-bot/holdfast/console/paging"
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/templates"
 )
+
+// textCountCap bounds the runs a text filter's per-status counts visit: a
+// phrase of common trigrams is checked run by run, so counting every match
+// of a broad filter would cost more than the page.
+const textCountCap = 500
 
 var runStatuses = []string{store.RunRunning, store.RunSuspended, store.RunSucceeded, store.RunFailed, store.RunCancelled, store.RunRecoveryExhausted}
 
 func (c *Console) runRoutes(r chi.Router) {
 	r.Get("/runs", c.runList)
 	r.Get("/runs/{id}", c.runShow)
+	// No role check: the engine refuses non-stewards (and says why).
+	r.Post("/runs/{id}/rerun", c.runRerun)
+	r.Post("/runs/{id}/cancel", c.runCancel)
 }
 
 func (c *Console) runRow(run *store.Run) templates.RunRow {
-	row := templates.RunRow{ID: run.ID, URL: runURL(run.ID), Command: run.Command, Status: run.Status, ErrorKind: run.ErrorKind,
-		Started: c.ago(run.CreatedAt)}
+	row := templates.RunRow{ID: run.ID, URL: runURL(run.ID), Title: engine.RunTitle(run), Command: run.Command, Status: run.Status,
+		ErrorKind: run.ErrorKind, Started: c.ago(run.CreatedAt)}
 	if run.FinishedAt != nil {
-		row.Duration = durationText(run.FinishedAt.Sub(run.CreatedAt).Milliseconds())
+		if row.Duration = durationText(run.FinishedAt.Sub(run.CreatedAt).Milliseconds()); row.Duration == "" {
+			row.Duration = "< 1 ms"
+		}
+	}
+	if row.ErrorKind == row.Status {
+		row.ErrorKind = "" // "cancelled" twice says nothing
 	}
 	if run.SessionID != "" {
 		row.Session = &templates.Link{Label: run.SessionID, URL: sessionURL(run.SessionID)}
@@ -35,51 +51,114 @@ func (c *Console) runRow(run *store.Run) templates.RunRow {
 	return row
 }
 
-func (c *Console) runList(w http.ResponseWriter, r *http.Request) {
-	status := r.URL.Query().Get("status")
-	valid := status == ""
-	for _, s := range runStatuses {
-		valid = valid || s == status
+// runsQuery renders a runs listing's filters as a query (status left to the
+// caller, so each status link can set its own).
+func runsQuery(p *store.RunListParams, status string) url.Values {
+	q := url.Values{}
+	if p.Command != "" {
+		q.Set("workflow", strings.TrimPrefix(p.Command, "/"))
 	}
-	if !valid {
-		c.errorPage(w, r, http.StatusBadRequest, "Bad request", "status must be one of "+strings.Join(runStatuses, ", "))
-		return
+	if p.SessionID != "" {
+		q.Set("sessionId", p.SessionID)
 	}
-	// The page pages like GET /api/runs (same cursor), a full page of
-	// api.MaxPageSize runs unless the URL asks for fewer.
-	q := r.URL.Query()
-	limit, after, err := api.PageParams(q)
-	if err != nil {
-		c.fail(w, r, err)
-		return
+	if p.Query != "" {
+		q.Set("q", p.Query)
 	}
-	if q.Get("limit") == "" {
-		limit = api.MaxPageSize
+	if status != "" {
+		q.Set("status", status)
 	}
-	runs, err := c.Store.RunList(r.Context(), &store.RunListParams{Status: status, After: after, Limit: limit + 1})
-	if err != nil {
-		c.fail(w, r, err)
-		return
+	return q
+}
+
+func runsURL(q url.Values) string {
+	if len(q) == 0 {
+		return "/runs"
 	}
+	return "/runs?" + q.Encode()
+}
+
+// runsView builds the listing; separate from the handler so the benchmark
+// times exactly what a request does.
+func (c *Console) runsView(ctx context.Context, q url.Values) (templates.RunsView, error) {
 	var v templates.RunsView
+	p, err := paging.RunFilter(q)
+	if err != nil {
+		return v, err
+	}
+	// The page pages like GET /api/runs (same cursor and page size).
+	limit, after, err := paging.Params(q)
+	if err != nil {
+		return v, err
+	}
+	p.After, p.Limit = after, limit+1
+	runs, err := c.Store.RunList(ctx, p)
+	if err != nil {
+		return v, err
+	}
+	base := runsQuery(p, p.Status)
+	if q.Get("limit") != "" {
+		base.Set("limit", q.Get("limit"))
+	}
 	if len(runs) > limit {
 		runs = runs[:limit]
-		next := url.Values{"cursor": {api.EncodeCursor(runs[limit-1].CreatedAt, runs[limit-1].ID)}}
-		if status != "" {
-			next.Set("status", status)
+		next := runsQuery(p, p.Status)
+		for k, vs := range base {
+			next[k] = vs
 		}
-		if q.Get("limit") != "" {
-			next.Set("limit", q.Get("limit"))
+		next.Set("cursor", paging.EncodeCursor(runs[limit-1].CreatedAt, runs[limit-1].ID))
+		v.NextURL = templSafe(runsURL(next))
+	}
+	if after != nil {
+		v.FirstURL = templSafe(runsURL(base))
+	}
+	counts, err := c.Store.RunCountsByStatus(ctx, &store.RunCountParams{Command: p.Command, SessionID: p.SessionID, Query: p.Query,
+		Cap: textCountCap})
+	if err != nil {
+		return v, err
+	}
+	var all int64
+	for _, st := range runStatuses {
+		all += counts.ByStatus[st]
+	}
+	v.Statuses = append(v.Statuses, templates.StatusCount{Label: "all", N: all, On: p.Status == "", URL: templSafe(runsURL(runsQuery(p, "")))})
+	for _, st := range runStatuses {
+		v.Statuses = append(v.Statuses, templates.StatusCount{Status: st, Label: statusLabel(st), N: counts.ByStatus[st], On: p.Status == st,
+			URL: templSafe(runsURL(runsQuery(p, st)))})
+	}
+	if counts.Capped {
+		v.CountNote = fmt.Sprintf("More than %d runs match the text; the counts are of the newest %d.", textCountCap, textCountCap)
+	}
+	wfs, err := c.Store.WorkflowList(ctx)
+	if err != nil {
+		return v, err
+	}
+	for _, wf := range wfs {
+		if wf.Command != "" {
+			v.Workflows = append(v.Workflows, templates.Option{Value: strings.TrimPrefix(wf.Command, "/"), Label: wf.Command,
+				Selected: wf.Command == p.Command})
 		}
-		v.NextURL = templSafe("/runs?" + next.Encode())
 	}
-	v.Statuses = append(v.Statuses, templates.OriginToggle{Label: "all", On: status == "", URL: "/runs"})
-	for _, s := range runStatuses {
-		v.Statuses = append(v.Statuses, templates.OriginToggle{Origin: s, Label: strings.ReplaceAll(s, "_", " "), On: status == s,
-			URL: templSafe("/runs?status=" + url.QueryEscape(s))})
+	v.Status, v.Query, v.SessionID = p.Status, p.Query, p.SessionID
+	if p.SessionID != "" {
+		label := p.SessionID
+		if s, err := c.Store.SessionGetByID(ctx, p.SessionID); err == nil {
+			label = sessionTitle(s)
+		}
+		v.Session = &templates.Link{Label: label, URL: sessionURL(p.SessionID)}
 	}
+	v.Filtered = p.Command != "" || p.SessionID != "" || p.Query != "" || p.Status != ""
+	v.ClearURL = "/runs"
 	for _, run := range runs {
 		v.Rows = append(v.Rows, c.runRow(run))
+	}
+	return v, nil
+}
+
+func (c *Console) runList(w http.ResponseWriter, r *http.Request) {
+	v, err := c.runsView(r.Context(), r.URL.Query())
+	if err != nil {
+		c.fail(w, r, err)
+		return
 	}
 	v.Page = c.page(w, r, "Runs", "runs")
 	c.render(w, r, http.StatusOK, templates.RunsPage(v))
@@ -87,46 +166,64 @@ func (c *Console) runList(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) runShow(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	run, err := c.Store.RunGetByID(ctx, chi.URLParam(r, "id"))
+	id := chi.URLParam(r, "id")
+	run, err := c.Store.RunGetByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		// A re-run (or any item) not claimed yet has no run: its page says
+		// it is queued and refreshes until the run exists.
+		if it, ierr := c.Store.QueueItemGetByID(ctx, store.ItemIDForRun(id)); ierr == nil && it.Status == store.ItemPending {
+			c.renderQueued(w, r, id, it)
+			return
+		}
+	}
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	v := templates.RunView{ID: run.ID, Command: run.Command, Status: run.Status, Terminal: run.Settled(), ErrorKind: run.ErrorKind,
-		Error: run.Error, Item: run.ItemID, Started: c.ago(run.CreatedAt), RecoveryAttempts: run.RecoveryAttempts,
-		Runner: run.RunnerID, Heartbeat: c.ago(run.HeartbeatAt)}
+	v, err := c.runView(ctx, run, identity(r).Caller())
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	v.Page = c.page(w, r, v.Title, "runs")
+	c.render(w, r, http.StatusOK, templates.RunPage(v))
+}
+
+func (c *Console) renderQueued(w http.ResponseWriter, r *http.Request, runID string, it *store.QueueItem) {
+	run := &store.Run{ID: runID, ItemID: it.ID, Command: it.Command, SessionID: it.SessionID, Payload: it.Payload}
+	v := templates.RunView{ID: runID, Title: engine.RunTitle(run), Command: it.Command, Status: store.ItemPending, Item: it.ID,
+		Started: c.ago(it.CreatedAt), Queued: true, PollURL: "/runs/" + runID, Lead: "Queued: a runner will pick it up in a moment."}
+	if it.SessionID != "" {
+		v.Session = &templates.Link{Label: it.SessionID, URL: sessionURL(it.SessionID)}
+	}
+	v.Page = c.page(w, r, v.Title, "runs")
+	c.render(w, r, http.StatusOK, templates.RunPage(v))
+}
+
+// runView builds one run's page for the viewer d.
+func (c *Console) runView(ctx context.Context, run *store.Run, d engine.Decider) (templates.RunView, error) {
+	now := c.Now()
+	v := templates.RunView{ID: run.ID, Title: engine.RunTitle(run), Command: run.Command, Status: run.Status, Terminal: run.Settled(),
+		ErrorKind: run.ErrorKind, Error: run.Error, Item: run.ItemID, Started: c.ago(run.CreatedAt), RecoveryAttempts: run.RecoveryAttempts,
+		Runner: run.RunnerID, Heartbeat: c.ago(run.HeartbeatAt), RerunURL: "/runs/" + run.ID + "/rerun", CancelURL: "/runs/" + run.ID + "/cancel"}
+	if run.Command != "" {
+		v.WorkflowURL = templSafe("/workflows/" + strings.TrimPrefix(run.Command, "/"))
+	}
 	if run.FinishedAt != nil {
 		v.Finished = c.ago(*run.FinishedAt)
 		v.Duration = durationText(run.FinishedAt.Sub(run.CreatedAt).Milliseconds())
 	}
 	if run.SessionID != "" {
-		v.Session = &templates.Link{Label: run.SessionID, URL: sessionURL(run.SessionID)}
+		label := run.SessionID
+		if s, err := c.Store.SessionGetByID(ctx, run.SessionID); err == nil {
+			label = sessionTitle(s)
+		}
+		v.Session = &templates.Link{Label: label, URL: sessionURL(run.SessionID)}
 	}
 	var m workflow.Manifest
 	if len(run.Manifest) > 0 && json.Unmarshal(run.Manifest, &m) == nil {
 		b, _ := json.MarshalIndent(m, "", "  ")
 		v.Manifest = string(b)
-	}
-	for i, s := range run.Steps {
-		sv := templates.StepView{N: i + 1, Kind: s.Kind, Status: s.Status, ErrorKind: s.ErrorKind, Error: s.Error}
-		if i < len(m.Steps) {
-			sv.Text = m.Steps[i].Text
-		}
-		var meta []string
-		if s.StartedAt != nil {
-			meta = append(meta, s.StartedAt.UTC().Format("15:04:05.000"))
-		}
-		if d := durationText(s.DurationMs); d != "" {
-			meta = append(meta, d)
-		}
-		if s.TokensIn+s.TokensOut > 0 {
-			meta = append(meta, fmt.Sprintf("%d in / %d out tokens", s.TokensIn, s.TokensOut))
-		}
-		if s.Attempts > 1 {
-			meta = append(meta, fmt.Sprintf("%d attempts", s.Attempts))
-		}
-		sv.Meta = strings.Join(meta, " · ")
-		v.Steps = append(v.Steps, sv)
 	}
 	var guards []workflow.GuardOutcome
 	if len(run.Guards) > 0 && json.Unmarshal(run.Guards, &guards) == nil {
@@ -134,25 +231,28 @@ func (c *Console) runShow(w http.ResponseWriter, r *http.Request) {
 			v.Guards = append(v.Guards, templates.GuardView{Check: g.Check, Passed: g.Passed, Detail: g.Detail})
 		}
 	}
-	holdOpen := false
+	var hold *store.Hold
 	if run.HoldID != "" {
 		h, err := c.Store.HoldGetByID(ctx, run.HoldID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			c.fail(w, r, err)
-			return
+			return v, err
 		}
-		if h != nil {
-			row := c.holdRow(h, identity(r), c.userNames(ctx))
-			v.Hold = &row
-			holdOpen = h.Status == store.HoldOpen
-			ds, err := c.Store.HoldDecisionList(ctx, h.ID)
-			if err != nil {
-				c.fail(w, r, err)
-				return
-			}
-			v.Audit = c.auditRows(ds)
-		}
+		hold = h
 	}
+	rights, err := c.rightsOf(ctx, d)
+	if err != nil {
+		return v, err
+	}
+	if hold != nil {
+		row := c.holdRow(hold, run.Payload, rights, c.userNames(ctx))
+		v.Hold = &row
+		ds, err := c.Store.HoldDecisionList(ctx, hold.ID)
+		if err != nil {
+			return v, err
+		}
+		v.Audit = c.auditRows(ds)
+	}
+	v.Waterfall, v.Total = waterfall(run, m, hold, now)
 	if run.DispatchMemoID != "" {
 		label := "Memo " + run.DispatchMemoID
 		if memo, err := c.Store.MemoGetByID(ctx, run.DispatchMemoID); err == nil {
@@ -161,13 +261,247 @@ func (c *Console) runShow(w http.ResponseWriter, r *http.Request) {
 		v.Dispatch = append(v.Dispatch, templates.Link{Label: label, URL: memoURL(run.DispatchMemoID)})
 	}
 	if run.Status == store.RunSucceeded && m.Policy.Destination == workflow.DestinationReply && run.SessionID != "" {
-		v.Dispatch = append(v.Dispatch, templates.Link{Label: "Reply in the session", URL: sessionURL(run.SessionID)})
+		v.Dispatch = append(v.Dispatch, templates.Link{Label: "A reply in the session's thread", URL: sessionURL(run.SessionID)})
+	}
+	v.Lead, v.LeadBad = runLead(run, hold, v.Dispatch, now)
+	if rights != nil && rights.Steward() {
+		v.CanRerun = run.Settled()
+		v.CanCancel = run.Status == store.RunRunning || run.Status == store.RunSuspended
+		v.CancelNote = "Cancel this run? Its model call is stopped and it ends cancelled."
+		if run.Status == store.RunSuspended {
+			v.CancelNote = "Cancel this run? Its hold is rejected in your name, as a decision."
+		}
 	}
 	// A moving run refreshes itself; a settled one, or one waiting on an
 	// open hold (whose form a steward may be typing into), does not.
-	if !run.Settled() && !holdOpen {
+	if !run.Settled() && (hold == nil || hold.Status != store.HoldOpen) {
 		v.PollURL = "/runs/" + run.ID
 	}
-	v.Page = c.page(w, r, "Run "+run.Command, "runs")
-	c.render(w, r, http.StatusOK, templates.RunPage(v))
+	return v, nil
+}
+
+// runLead says, in one sentence, what happened to the run: a terminal state
+// names who ended it and why ("Rejected by ada: off topic").
+func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now time.Time) (string, bool) {
+	switch run.Status {
+	case store.RunSucceeded:
+		s := "Succeeded"
+		if run.FinishedAt != nil {
+			s += " in " + durationText(max(run.FinishedAt.Sub(run.CreatedAt).Milliseconds(), 1))
+		}
+		if len(dispatch) > 0 {
+			s += "; published “" + dispatch[0].Label + "”"
+		}
+		if hold != nil && hold.DecidedBy != "" {
+			s += ", approved by " + hold.DecidedBy
+			if hold.EditedOutput != nil {
+				s += " with edits"
+			}
+		}
+		return s + ".", false
+	case store.RunCancelled:
+		if hold != nil && hold.Status == store.HoldRejected {
+			s := "Rejected by " + hold.DecidedBy
+			if hold.Comment != "" {
+				s += ": " + hold.Comment
+			}
+			if hold.DecidedVia == "timeout" {
+				s = "Rejected when its hold timed out"
+			}
+			return s + ". Nothing was published.", true
+		}
+		msg := strings.TrimSpace(run.Error)
+		if msg == "" {
+			msg = "cancelled"
+		}
+		return capitalize(msg) + ". Nothing was published.", true
+	case store.RunFailed, store.RunRecoveryExhausted:
+		s := "Failed"
+		for i, st := range run.Steps {
+			if st.Status == engine.StepFailed {
+				s += fmt.Sprintf(" at step %d (%s)", i+1, st.Kind)
+				break
+			}
+		}
+		if run.ErrorKind != "" {
+			s += " — " + run.ErrorKind
+		}
+		if run.Error != "" {
+			s += ": " + firstSentence(run.Error, 300)
+		}
+		return s, true
+	case store.RunSuspended:
+		if hold != nil && hold.Status == store.HoldOpen {
+			s := "Waiting for a steward's approval for " + waitText(now.Sub(hold.CreatedAt))
+			if hold.RequiredApprovals > 1 {
+				s += fmt.Sprintf(" (%d of %d approvals)", len(hold.Approvals), hold.RequiredApprovals)
+			}
+			return s + ".", false
+		}
+		if hold != nil && hold.Status == store.HoldApproved {
+			return "Approved by " + hold.DecidedBy + "; resuming.", false
+		}
+		return "Suspended.", false
+	case store.RunRunning:
+		for i, st := range run.Steps {
+			if st.Status == engine.StepRunning || st.Status == engine.StepPending {
+				return fmt.Sprintf("Running: step %d of %d (%s).", i+1, len(run.Steps), st.Kind), false
+			}
+		}
+		return "Running.", false
+	}
+	return "", false
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// waterfall places each step, and the time the run waited for approval, on
+// the run's time axis (0..1000 from the run's start to its end, or now).
+func waterfall(run *store.Run, m workflow.Manifest, hold *store.Hold, now time.Time) ([]templates.WaterfallRow, string) {
+	start := run.CreatedAt
+	end := now
+	if run.FinishedAt != nil {
+		end = *run.FinishedAt
+	}
+	type seg struct {
+		row      templates.WaterfallRow
+		from, to time.Time
+		ok       bool
+	}
+	var segs []seg
+	var waitSeg *seg
+	if hold != nil {
+		to := now
+		if hold.DecidedAt != nil {
+			to = *hold.DecidedAt
+		}
+		note := "open"
+		if hold.Status != store.HoldOpen {
+			note = hold.Status + " by " + hold.DecidedBy + " via " + hold.DecidedVia
+		}
+		waitSeg = &seg{row: templates.WaterfallRow{Label: "Waiting for approval", Kind: "wait", Status: hold.Status,
+			Duration: durationText(max(to.Sub(hold.CreatedAt).Milliseconds(), 1)), Note: note}, from: hold.CreatedAt, to: to, ok: true}
+	}
+	for i, s := range run.Steps {
+		sv := &templates.StepView{N: i + 1, Kind: s.Kind, Status: s.Status, ErrorKind: s.ErrorKind, Error: s.Error}
+		if i < len(m.Steps) {
+			sv.Text = m.Steps[i].Text
+		}
+		var meta []string
+		if s.StartedAt != nil {
+			meta = append(meta, "started "+s.StartedAt.UTC().Format("15:04:05.000"))
+		}
+		if s.TokensIn+s.TokensOut > 0 {
+			meta = append(meta, fmt.Sprintf("%d in / %d out tokens", s.TokensIn, s.TokensOut))
+		}
+		if s.Attempts > 1 {
+			meta = append(meta, fmt.Sprintf("%d attempts", s.Attempts))
+		}
+		sv.Meta = strings.Join(meta, " · ")
+		row := templates.WaterfallRow{Label: fmt.Sprintf("%d. %s", i+1, s.Kind), Kind: s.Kind, Status: s.Status, Step: sv}
+		sg := seg{row: row}
+		if s.StartedAt != nil {
+			sg.from, sg.ok = *s.StartedAt, true
+			d := time.Duration(s.DurationMs) * time.Millisecond
+			if s.Status == engine.StepRunning {
+				d = now.Sub(*s.StartedAt)
+			}
+			sg.to = s.StartedAt.Add(d)
+			sg.row.Duration = durationText(max(d.Milliseconds(), 0))
+			if sg.row.Duration == "" {
+				sg.row.Duration = "< 1 ms"
+			}
+		}
+		// The approval wait sits before the Output step that it gated.
+		if waitSeg != nil && s.Kind == workflow.KindOutput {
+			segs = append(segs, *waitSeg)
+			waitSeg = nil
+		}
+		segs = append(segs, sg)
+	}
+	if waitSeg != nil {
+		segs = append(segs, *waitSeg)
+	}
+	for _, s := range segs {
+		if s.ok && s.to.After(end) {
+			end = s.to
+		}
+	}
+	span := end.Sub(start)
+	if span <= 0 {
+		span = time.Millisecond
+	}
+	scale := func(t time.Time) int {
+		x := int(int64(t.Sub(start)) * 1000 / int64(span))
+		return min(max(x, 0), 1000)
+	}
+	out := make([]templates.WaterfallRow, 0, len(segs))
+	for _, s := range segs {
+		if s.ok {
+			s.row.Start = scale(s.from)
+			s.row.Width = max(scale(s.to)-s.row.Start, 0)
+			if s.row.Start+s.row.Width > 1000 {
+				s.row.Width = 1000 - s.row.Start
+			}
+		} else {
+			s.row.Duration = "—"
+		}
+		out = append(out, s.row)
+	}
+	return out, "total " + durationText(max(end.Sub(start).Milliseconds(), 1))
+}
+
+// runRerun re-runs a run through engine.Rerun and shows the new run.
+func (c *Console) runRerun(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	back := "/runs/" + id
+	if c.Engine == nil {
+		c.redirect(w, r, back, "The workflow engine is not running.", true)
+		return
+	}
+	it, err := c.Engine.Rerun(r.Context(), id, identity(r).Caller())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		c.fail(w, r, err)
+		return
+	case errors.Is(err, store.ErrForbidden), errors.Is(err, store.ErrConflict):
+		c.redirect(w, r, back, store.ReasonOf(err), true)
+		return
+	case err != nil:
+		c.fail(w, r, err)
+		return
+	}
+	c.redirect(w, r, string(runURL(store.RunIDForItem(it.ID))), "Re-run of "+id+" queued ("+it.DedupeKey+").", false)
+}
+
+// runCancel cancels a run through engine.CancelRun.
+func (c *Console) runCancel(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	back := "/runs/" + id
+	if c.Engine == nil {
+		c.redirect(w, r, back, "The workflow engine is not running.", true)
+		return
+	}
+	run, err := c.Engine.CancelRun(r.Context(), id, identity(r).Caller())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		c.fail(w, r, err)
+		return
+	case errors.Is(err, store.ErrForbidden), errors.Is(err, store.ErrConflict):
+		c.redirect(w, r, back, store.ReasonOf(err), true)
+		return
+	case err != nil:
+		c.fail(w, r, err)
+		return
+	}
+	msg := "Cancelled."
+	if !run.Settled() {
+		msg = "Cancel requested: the run stops at its next step."
+	}
+	c.redirect(w, r, back, msg, false)
 }

@@ -254,14 +254,17 @@ func (c *Console) sessionShow(w http.ResponseWriter, r *http.Request) {
 	if s.ForkedFrom != "" {
 		v.ForkedFrom = &templates.Link{Label: s.ForkedFrom, URL: sessionURL(s.ForkedFrom)}
 	}
-	if s.ActiveRunID != "" {
-		v.ActiveRun = &templates.Link{Label: s.ActiveRunID, URL: runURL(s.ActiveRunID)}
+	if s.ActiveRunID != "" && !strings.HasPrefix(s.ActiveRunID, "turn_") {
+		// A chat turn is no workflow run and has no run page.
+		v.ActiveRun = &templates.Link{Label: "the running workflow run", URL: runURL(s.ActiveRunID)}
 	}
 	if len(s.Context) > 0 {
 		b, _ := json.MarshalIndent(s.Context, "", "  ")
 		v.Context = string(b)
 	}
 	v.OpenHolds = c.sessionOpenHolds(ctx, s.ID)
+	v.SlackURL = c.slackURL(ctx, s)
+	v.RunsURL = templ.SafeURL("/runs?sessionId=" + url.QueryEscape(s.ID))
 	switch {
 	case !canAct:
 		v.MessageHint = ""
@@ -331,7 +334,7 @@ func (c *Console) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	names := c.userNames(ctx)
 	views := make([]templates.EventView, 0, len(evs))
 	for _, e := range evs {
-		views = append(views, c.eventView(ctx, e, names, atLeast(cur.id, store.RoleSteward), cur.session.CSRFToken))
+		views = append(views, c.eventView(ctx, e, names, cur.id.AtLeast(store.RoleSteward), cur.session.CSRFToken))
 	}
 	c.render(w, r, http.StatusOK, templates.EventsFragment(views, pollView(id, evs), s.Status))
 }

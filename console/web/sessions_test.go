@@ -31,13 +31,13 @@ func TestSessionsListing(t *testing.T) {
 	require.NotContains(t, page, "Engine minted", "workflow sessions are off by default")
 	require.Regexp(t, `<span class="badge channel slack">Slack</span>`, page, "a channel session's badge names its platform")
 
-	toggle := regexp.MustCompile(`<a class="toggle" href="([^"]+)" aria-pressed="false" data-origin="workflow">`).FindStringSubmatch(page)
+	toggle := regexp.MustCompile(`<a class="toggle" href="([^"]+)" data-origin="workflow">workflow<span class="sr-only"> \(hidden; select to show\)</span>`).FindStringSubmatch(page)
 	require.NotNil(t, toggle, "the workflow toggle is off and links to turning it on")
 	on := strings.ReplaceAll(toggle[1], "&amp;", "&")
 	_, page = c.get(on)
 	require.Contains(t, page, "Engine minted")
 	require.Contains(t, page, "Thread about otters", "each origin toggles independently")
-	require.Contains(t, page, `aria-pressed="true" data-origin="workflow"`)
+	require.Regexp(t, `<a class="toggle on" href="[^"]+" data-origin="workflow">workflow<span class="sr-only"> \(shown; select to hide\)</span>`, page)
 
 	_, page = c.get("/sessions?origin=workflow")
 	require.Contains(t, page, "Engine minted")

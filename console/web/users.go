@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -23,7 +24,7 @@ func (c *Console) renderUsers(w http.ResponseWriter, r *http.Request, status int
 	me := identity(r)
 	for _, u := range users {
 		v.Rows = append(v.Rows, templates.UserRow{ID: u.ID, Username: u.Username, Role: u.Role, SlackUserID: u.SlackUserID,
-			Created: c.ago(u.CreatedAt), IsSelf: u.ID == me.UserID})
+			Disabled: u.Disabled, Created: c.ago(u.CreatedAt), IsSelf: u.ID == me.UserID})
 	}
 	v.Roles = roles
 	if v.Form.Role == "" {
@@ -34,25 +35,35 @@ func (c *Console) renderUsers(w http.ResponseWriter, r *http.Request, status int
 }
 
 func (c *Console) userList(w http.ResponseWriter, r *http.Request) {
-	c.renderUsers(w, r, http.StatusOK, templates.UsersView{})
+	var v templates.UsersView
+	// A refused add comes back here (post/redirect/get) with what was typed,
+	// except the password.
+	q := r.URL.Query()
+	v.Form.Username, v.Form.Role, v.Form.SlackUserID = q.Get("username"), q.Get("role"), q.Get("slack_user_id")
+	c.renderUsers(w, r, http.StatusOK, v)
 }
 
 func (c *Console) userCreate(w http.ResponseWriter, r *http.Request) {
-	var v templates.UsersView
-	v.Form.Username = strings.TrimSpace(r.PostFormValue("username"))
-	v.Form.Role = r.PostFormValue("role")
-	v.Form.SlackUserID = strings.TrimSpace(r.PostFormValue("slack_user_id"))
+	username := strings.TrimSpace(r.PostFormValue("username"))
+	role := r.PostFormValue("role")
+	slackID := strings.TrimSpace(r.PostFormValue("slack_user_id"))
 	password := r.PostFormValue("password")
-	switch {
-	case store.CheckUsername(v.Form.Username) != nil:
-		v.Error = "A username is 1 to 500 characters without spaces."
-	case len(password) < 8:
-		v.Error = "A password needs at least 8 characters."
-	case !store.ValidRole(v.Form.Role):
-		v.Error = "Choose a role: viewer, steward or admin."
+	again := func(msg string) {
+		q := url.Values{"username": {username}, "role": {role}}
+		if slackID != "" {
+			q.Set("slack_user_id", slackID)
+		}
+		c.redirect(w, r, "/users?"+q.Encode(), msg, true)
 	}
-	if v.Error != "" {
-		c.renderUsers(w, r, http.StatusBadRequest, v)
+	switch {
+	case store.CheckUsername(username) != nil:
+		again("A username is 1 to 500 characters without spaces.")
+		return
+	case len(password) < 8:
+		again("A password needs at least 8 characters.")
+		return
+	case !store.ValidRole(role):
+		again("Choose a role: viewer, steward or admin.")
 		return
 	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
@@ -60,28 +71,26 @@ func (c *Console) userCreate(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	_, err = c.Store.UserCreate(r.Context(), &store.User{Username: v.Form.Username, PasswordHash: string(hash),
-		Role: v.Form.Role, SlackUserID: v.Form.SlackUserID})
+	_, err = c.Store.UserCreate(r.Context(), &store.User{Username: username, PasswordHash: string(hash), Role: role, SlackUserID: slackID})
 	if errors.Is(err, store.ErrConflict) {
-		v.Error = "That username or Slack user ID is already taken."
-		c.renderUsers(w, r, http.StatusConflict, v)
+		again("That username or Slack user ID is already taken.")
 		return
 	} else if err != nil {
 		c.fail(w, r, err)
 		return
 	}
-	c.redirect(w, r, "/users", "Added "+v.Form.Username+" as "+v.Form.Role+".", false)
+	c.redirect(w, r, "/users", "Added "+username+" as "+role+".", false)
 }
 
 func (c *Console) userRole(w http.ResponseWriter, r *http.Request) {
 	id, role := chi.URLParam(r, "id"), r.PostFormValue("role")
 	if !store.ValidRole(role) {
-		c.errorPage(w, r, http.StatusBadRequest, "Bad request", "role must be viewer, steward or admin")
+		c.redirect(w, r, "/users", "A role is viewer, steward or admin.", true)
 		return
 	}
 	if id == identity(r).UserID {
 		// Demoting yourself could leave no admin at all; another admin can.
-		c.errorPage(w, r, http.StatusBadRequest, "Bad request", "You cannot change your own role.")
+		c.redirect(w, r, "/users", "You cannot change your own role; another admin can.", true)
 		return
 	}
 	u, err := c.Store.UserRoleSet(r.Context(), id, role)
@@ -90,4 +99,52 @@ func (c *Console) userRole(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.redirect(w, r, "/users", u.Username+" is now "+role+".", false)
+}
+
+// userDisabled disables or enables a user; disabling ends their sign-ins at
+// once (the store deletes their sessions, and a disabled user's cookie no
+// longer authenticates).
+func (c *Console) userDisabled(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	disabled := r.PostFormValue("disabled") == "true"
+	if id == identity(r).UserID {
+		c.redirect(w, r, "/users", "You cannot disable yourself; another admin can.", true)
+		return
+	}
+	u, err := c.Store.UserDisabledSet(r.Context(), id, disabled)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	msg := u.Username + " is enabled again."
+	if disabled {
+		msg = u.Username + " is disabled: they cannot sign in, and their sign-ins have ended."
+	}
+	c.redirect(w, r, "/users", msg, false)
+}
+
+// userPassword sets a user's password (an admin's reset); their sign-ins
+// end, the admin's own included when it is theirs.
+func (c *Console) userPassword(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	password := r.PostFormValue("password")
+	if len(password) < 8 {
+		c.redirect(w, r, "/users", "A password needs at least 8 characters.", true)
+		return
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	u, err := c.Store.UserPasswordSet(r.Context(), id, string(hash))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if id == identity(r).UserID {
+		c.redirect(w, r, "/login", "Your password is changed; sign in with it.", false)
+		return
+	}
+	c.redirect(w, r, "/users", "The password of "+u.Username+" is reset; their sign-ins have ended.", false)
 }

@@ -42,11 +42,15 @@ type Deps struct {
 	// bcrypt.CompareHashAndPassword. Tests wrap the real one to count the
 	// hashes a sign-in costs.
 	CompareHash func(hash, password []byte) error
+	// Slack answers Slack thread permalinks for session and hold pages;
+	// nil (no Slack) shows no thread links.
+	Slack Permalinker
 }
 
 // Console serves the web UI.
 type Console struct {
 	Deps
+	links permalinks
 }
 
 // New returns the console.
@@ -85,23 +89,26 @@ func (c *Console) Handler() http.Handler {
 		r.Use(c.requireSession)
 		r.Use(c.csrfMiddleware)
 		r.Post("/logout", c.logout)
-		r.Get("/", func(w http.ResponseWriter, r *http.Request) {
-			http.Redirect(w, r, "/sessions", http.StatusSeeOther)
-		})
+		r.Get("/", c.home)
 		c.sessionRoutes(r)
 		c.holdRoutes(r)
 		c.runRoutes(r)
+		c.edgeRoutes(r)
 		r.Get("/workflows", c.workflowList)
 		r.Get("/workflows/{command}", c.workflowShow)
 		r.With(c.requireRole(store.RoleAdmin)).Post("/workflows/{command}/status", c.workflowStatus)
 		r.With(c.requireRole(store.RoleSteward)).Post("/workflows/{command}/enqueue", c.workflowEnqueue)
 		r.Get("/memos", c.memoList)
 		r.Get("/memos/{id}", c.memoShow)
+		r.With(c.requireRole(store.RoleSteward)).Get("/memos/{id}/edit", c.memoEditForm)
+		r.With(c.requireRole(store.RoleSteward)).Post("/memos/{id}/edit", c.memoEdit)
 		r.Route("/users", func(r chi.Router) {
 			r.Use(c.requireRole(store.RoleAdmin))
 			r.Get("/", c.userList)
 			r.Post("/", c.userCreate)
 			r.Post("/{id}/role", c.userRole)
+			r.Post("/{id}/disabled", c.userDisabled)
+			r.Post("/{id}/password", c.userPassword)
 		})
 		r.NotFound(c.notFound)
 		r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {

@@ -61,7 +61,8 @@ func (c *Console) workflowShow(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	c.renderWorkflow(w, r, wf, http.StatusOK, "", "", "")
+	q := r.URL.Query()
+	c.renderWorkflow(w, r, wf, http.StatusOK, q.Get("brief"), q.Get("dedupe_key"), "")
 }
 
 func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, wf *store.Workflow, status int, brief, dedupe, runErr string) {
@@ -73,8 +74,8 @@ func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, wf *sto
 	id := identity(r)
 	base := string(workflowURL(wf))
 	v := templates.WorkflowView{Command: workflowLabel(wf), Title: wf.Title, MemoURL: memoURL(wf.MemoID), Summary: wf.Summary,
-		Invoke: wf.Invoke, Status: wf.Status, CanAdmin: atLeast(id, store.RoleAdmin),
-		CanRun:    atLeast(id, store.RoleSteward) && wf.Command != "" && c.canEnqueue(),
+		Invoke: wf.Invoke, Status: wf.Status, CanAdmin: id.AtLeast(store.RoleAdmin),
+		CanRun:    id.AtLeast(store.RoleSteward) && wf.Command != "" && c.canEnqueue(),
 		RunNowURL: base + "/enqueue", StatusURL: base + "/status", Brief: brief, DedupeKey: dedupe, RunNowError: runErr}
 	// Compile afresh: Gate and Hook memos may have appeared or gone since
 	// the memo was last written, and the page must show what a run would see.

@@ -10,11 +10,13 @@ package library
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
@@ -24,6 +26,10 @@ import (
 type Service struct {
 	store store.Store
 	log   *slog.Logger
+	cache struct {
+		mu      sync.Mutex
+		entries map[string]compiled
+	}
 }
 
 // New returns a library service over s.
@@ -31,7 +37,9 @@ func New(s store.Store, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{store: s, log: log}
+	svc := &Service{store: s, log: log}
+	svc.cache.entries = map[string]compiled{}
+	return svc
 }
 
 // Compile compiles a workflow memo body against the current library, so
@@ -40,6 +48,69 @@ func (s *Service) Compile(ctx context.Context, body string) (*workflow.Manifest,
 	return workflow.Compile([]byte(body), workflow.Options{MemoExists: func(name string) bool {
 		return s.exists(ctx, name)
 	}})
+}
+
+// CompileMemo compiles a workflow memo as Compile does, reusing the parse of
+// content it has compiled before (keyed by the memo's content hash): the
+// manifest depends only on the body and on which memos its Gate and Hook
+// lines name exist, and those names are looked up afresh on every call, so
+// the result is always that of a fresh compile of the current library. The
+// manifest is shared by every caller and must not be changed; raw is its
+// JSON, as a run records it.
+func (s *Service) CompileMemo(ctx context.Context, m *store.Memo) (man *workflow.Manifest, raw json.RawMessage, errs workflow.Errors) {
+	key := m.ID + ":" + m.ContentHash
+	s.cache.mu.Lock()
+	c, ok := s.cache.entries[key]
+	s.cache.mu.Unlock()
+	if !ok {
+		var names []string
+		man, errs := workflow.Compile([]byte(m.Body), workflow.Options{MemoExists: func(name string) bool {
+			names = append(names, name)
+			return true
+		}})
+		if len(errs) > 0 {
+			return s.compileFresh(ctx, m.Body) // not worth keeping: the errors come from a real compile
+		}
+		raw, err := json.Marshal(man)
+		if err != nil {
+			return nil, nil, workflow.Errors{{Line: 1, Message: "manifest: " + err.Error()}}
+		}
+		c = compiled{man: man, raw: raw, names: names}
+		s.cache.mu.Lock()
+		if len(s.cache.entries) >= compileCacheSize {
+			clear(s.cache.entries) // workflows are few; a full cache is an edit storm
+		}
+		s.cache.entries[key] = c
+		s.cache.mu.Unlock()
+	}
+	for _, name := range c.names {
+		if !s.exists(ctx, name) {
+			return s.compileFresh(ctx, m.Body) // a named memo is gone: the compile says where
+		}
+	}
+	return c.man, c.raw, nil
+}
+
+func (s *Service) compileFresh(ctx context.Context, body string) (*workflow.Manifest, json.RawMessage, workflow.Errors) {
+	man, errs := s.Compile(ctx, body)
+	if len(errs) > 0 {
+		return nil, nil, errs
+	}
+	raw, err := json.Marshal(man)
+	if err != nil {
+		return nil, nil, workflow.Errors{{Line: 1, Message: "manifest: " + err.Error()}}
+	}
+	return man, raw, nil
+}
+
+// compileCacheSize bounds CompileMemo's cache.
+const compileCacheSize = 256
+
+// compiled is a cached parse and the memo names it depends on.
+type compiled struct {
+	man   *workflow.Manifest
+	raw   json.RawMessage
+	names []string
 }
 
 func (s *Service) exists(ctx context.Context, name string) bool {

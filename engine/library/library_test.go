@@ -2,6 +2,7 @@ package library_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -269,4 +270,38 @@ func TestReconcileHealsAStaleIndex(t *testing.T) {
 	require.NoError(t, err)
 	b.retitle(t, gate, "Gone")
 	b.requireIndexed(t, stale, "draft", firstLoadLine)
+}
+
+// TestCompileMemoIsAFreshCompile: the cached parse answers exactly what a
+// compile of the current library would — the same manifest while the named
+// memos exist, and the compile's own line-numbered error once one is gone.
+func TestCompileMemoIsAFreshCompile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	gate := b.note(t, "Style guide")
+	wf := b.workflow(t, "/w", "live", "- **Gate** Style guide")
+
+	fresh, want := b.lib.Compile(ctx, wf.Body)
+	require.Empty(t, want)
+	for range 2 { // a miss, then a hit
+		got, raw, errs := b.lib.CompileMemo(ctx, wf)
+		require.Empty(t, errs)
+		require.Equal(t, fresh, got)
+		require.JSONEq(t, string(mustJSON(t, fresh)), string(raw))
+	}
+
+	b.retitle(t, gate, "Old style guide")
+	_, _, errs := b.lib.CompileMemo(ctx, wf)
+	_, want = b.lib.Compile(ctx, wf.Body)
+	require.NotEmpty(t, errs, "a Gate that no longer answers is a compile error, cached parse or not")
+	require.Equal(t, want, errs)
+	require.Equal(t, firstLoadLine, errs[0].Line)
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
 }

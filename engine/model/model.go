@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Message roles. They mirror the Chat Completions vocabulary because that is
@@ -90,6 +92,9 @@ type Config struct {
 	// HTTPClient lets tests and deployments inject transports (proxies,
 	// timeouts); nil means http.DefaultClient.
 	HTTPClient *http.Client
+	// Tracer, when set, records every call the Registry's models make as a
+	// span (see Traced).
+	Tracer trace.TracerProvider
 }
 
 // DefaultOpenAIBaseURL is used when Config.OpenAIBaseURL is empty.
@@ -149,6 +154,16 @@ func NewRegistry(defaultSpec string, cfg Config) *Registry {
 	return &Registry{defaultSpec: defaultSpec, cfg: cfg, models: map[string]Model{}}
 }
 
+// Spec answers the spec a workflow's Model resolves to ("" is the
+// default), as usage records it; a bad spec is answered as written.
+func (r *Registry) Spec(spec string) string {
+	key, err := resolveSpec(spec, r.defaultSpec)
+	if err != nil {
+		return spec
+	}
+	return key
+}
+
 // Get returns the cached provider for spec, building it on first use. Bad
 // specs are not cached so a corrected memo takes effect immediately.
 func (r *Registry) Get(spec string) (Model, error) {
@@ -165,6 +180,7 @@ func (r *Registry) Get(spec string) (Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	m = Traced(m, r.cfg.Tracer)
 	r.models[key] = m
 	return m, nil
 }

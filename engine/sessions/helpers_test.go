@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/model"
@@ -36,6 +37,7 @@ type setupOpts struct {
 	noEngine  bool
 	timeout   time.Duration
 	turnStale time.Duration
+	tracer    trace.TracerProvider
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -45,14 +47,14 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	if o.modelSpec == "" {
 		o.modelSpec = "template"
 	}
-	reg := model.NewRegistry(o.modelSpec, model.Config{OpenAIBaseURL: o.openaiURL, OpenAIAPIKey: "sk-test", HTTPClient: o.client})
+	reg := model.NewRegistry(o.modelSpec, model.Config{OpenAIBaseURL: o.openaiURL, OpenAIAPIKey: "sk-test", HTTPClient: o.client, Tracer: o.tracer})
 	b := &bundle{db: db, eng: &recordingEngine{}}
 	var eng sessions.Engine = b.eng
 	if o.noEngine {
 		eng = nil
 	}
 	b.svc = sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: reg, DefaultModel: o.modelSpec, TurnTimeout: o.timeout,
-		TurnStale: o.turnStale}, eng,
+		TurnStale: o.turnStale, Tracer: o.tracer}, eng,
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(func() {
 		b.svc.Close()

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/store"
@@ -59,6 +61,9 @@ type Config struct {
 	// heartbeat is older than TurnStale (default 10s) is taken to be lost.
 	TurnHeartbeat time.Duration
 	TurnStale     time.Duration
+	// Tracer records each chat turn as a span with the session's
+	// provenance (SPEC §10); nil records nothing.
+	Tracer trace.TracerProvider
 }
 
 // Service is the session runtime.

@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/holdfast-bot/holdfast/engine"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/holdfast-bot/holdfast/engine/model"
+	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -207,10 +210,12 @@ func (s *Service) MessageWith(ctx context.Context, id, text string, extra map[st
 	}
 	res := &MessageResult{Event: evs[0], TurnID: t.id}
 	log := s.log.With(slog.String("session_id", id), slog.String("run_id", t.id))
-	log.InfoContext(ctx, "chat turn started", slog.Bool("background", background))
+	tctx, span := s.turnSpan(tctx, ses, t.id, actor)
+	log.InfoContext(tctx, "chat turn started", slog.Bool("background", background))
 	run := func() *store.Event {
 		defer s.release(id, t)
 		defer cancel(nil)
+		defer span.End()
 		go s.beat(tctx, id, t)
 		rctx, rcancel := context.WithTimeoutCause(tctx, s.cfg.TurnTimeout, errTurnTimeout)
 		reply, err := s.runTurn(rctx, ses, t, text, actor, evs[0])
@@ -218,6 +223,7 @@ func (s *Service) MessageWith(ctx context.Context, id, text string, extra map[st
 			err = fmt.Errorf("%w (over %s)", errTurnTimeout, s.cfg.TurnTimeout)
 		}
 		rcancel()
+		tracing.Fail(span, "", err)
 		return s.settle(tctx, log, id, t, reply, err)
 	}
 	if background {
@@ -320,6 +326,20 @@ func plural(n int, word string) string {
 		return "1 " + word
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// turnSpan starts a chat turn's span, with the session's provenance, as a
+// child of whatever ctx carries (a Slack delivery's span).
+func (s *Service) turnSpan(ctx context.Context, ses *store.Session, turnID, actor string) (context.Context, trace.Span) {
+	if s.cfg.Tracer == nil {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	ctx, span := tracing.Tracer(s.cfg.Tracer).Start(ctx, tracing.SpanChatTurn)
+	if span.IsRecording() {
+		span.SetAttributes(append(tracing.Provenance(ses, tracing.SurfaceOf(actor, ses.Origin), ""),
+			tracing.RunID.String(turnID))...)
+	}
+	return ctx, span
 }
 
 func (s *Service) release(id string, t *turn) {

@@ -239,7 +239,15 @@ func TestLoadClasses(t *testing.T) {
 		{name: "trigger not payload", loads: "- **Trigger** targetMemoId\n", at: "- **Trigger**", err: "must name a payload field"},
 		{name: "trigger bare payload", loads: "- **Trigger** payload\n", at: "- **Trigger**", err: "must name a payload field"},
 		{name: "empty", loads: "- **Search**\n", at: "- **Search**", err: "Search load is empty"},
-		{name: "unknown class", loads: "- **Fetch** x\n", at: "- **Fetch**", err: `unknown field "Fetch" in ## Load Contract; allowed fields are Gate, Hook, Trigger, Search`},
+		{name: "unknown class", loads: "- **Fetch** x\n", at: "- **Fetch**", err: `unknown field "Fetch" in ## Load Contract; allowed fields are Gate, Hook, Trigger, Search, Edges`},
+		{name: "edges", loads: "- **Edges** `7d`\n", want: []Load{{LoadEdges, "7d", 0}}},
+		{name: "edges hours", loads: "- **edges** 36h\n", want: []Load{{LoadEdges, "36h", 0}}},
+		{name: "edges not a window", loads: "- **Edges** last week\n", at: "- **Edges**", err: `bad Edges window "last week": not a duration`},
+		{name: "edges zero", loads: "- **Edges** 0\n", at: "- **Edges**", err: "looks back over nothing"},
+		{name: "edges negative", loads: "- **Edges** -1h\n", at: "- **Edges**", err: "negative"},
+		{name: "edges too long", loads: "- **Edges** 400d\n", at: "- **Edges**", err: "longer than a year"},
+		{name: "edges empty", loads: "- **Edges**\n", at: "- **Edges**", err: "Edges load is empty"},
+		{name: "edges twice", loads: "- **Edges** 7d\n- **Edges** 1d\n", at: "- **Edges** 1d", err: "duplicate Edges load (first at line"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -284,6 +292,9 @@ func TestStepKinds(t *testing.T) {
 		}},
 		{name: "guard with block", steps: "1. **Guard** Bounded.\n   ```guard\n   # comment\n   min_chars: 1\n   max_chars: 10\n   min_words: 1\n   max_words: 3\n   contains: \"a: b\"\n   contains: x\n   not_contains: TODO\n   ```\n2. **Output** Go.\n", want: func(t *testing.T, s []Step) {
 			require.Equal(t, &GuardSpec{MinChars: 1, MaxChars: 10, MinWords: 1, MaxWords: 3, Contains: []string{"a: b", "x"}, NotContains: []string{"TODO"}}, s[0].Guard)
+		}},
+		{name: "prompt reads edges", steps: "1. **Process** A.\n   ```prompt\n   {{with .Edges}}{{.Total}}{{range .Kinds}}{{.Label}}{{end}}{{end}}\n   ```\n2. **Output** Go.\n", want: func(t *testing.T, s []Step) {
+			require.Contains(t, s[0].Prompt, ".Edges")
 		}},
 		{name: "output", steps: "1. **output** Dispatch.\n", want: func(t *testing.T, s []Step) {
 			require.Equal(t, KindOutput, s[0].Kind)
@@ -398,6 +409,17 @@ func TestPolicyFields(t *testing.T) {
 		{name: "remind after bad", item: "- **Remind after** soon", err: `bad Remind after "soon"`},
 
 		{name: "on timeout without hold timeout", item: "- **On timeout** approve", err: "no effect without a Hold timeout"},
+
+		{name: "token budget", item: "- **Token budget** `1000`", want: pol(func(p *Policy) { p.TokenBudget = 1000 })},
+		{name: "token budget grouped", item: "- **Token budget** 10,000", want: pol(func(p *Policy) { p.TokenBudget = 10000 })},
+		{name: "token budget underscores", item: "- **token_budget** 2_500", want: pol(func(p *Policy) { p.TokenBudget = 2500 })},
+		{name: "token budget none", item: "- **Token budget** none", want: pol(func(p *Policy) {})},
+		{name: "token budget zero", item: "- **Token budget** 0", want: pol(func(p *Policy) {})},
+		{name: "token budget word", item: "- **Token budget** lots", err: `bad Token budget "lots"; write a whole number of tokens from 1 to 1000000000`},
+		{name: "token budget negative", item: "- **Token budget** -5", err: `bad Token budget "-5"`},
+		{name: "token budget fraction", item: "- **Token budget** 1.5k", err: `bad Token budget "1.5k"`},
+		{name: "token budget too big", item: "- **Token budget** 5000000000", err: `bad Token budget "5000000000"`},
+		{name: "token budget empty", item: "- **Token budget**", err: `bad Token budget ""`},
 		{name: "unknown field", item: "- **Priority** high", err: `unknown field "Priority" in ## Policy; allowed fields are Approval, Destination, Model, Gate label`},
 	}
 	runFieldCases(t, cases, func(item string) string {

@@ -10,14 +10,19 @@ import (
 
 const (
 	triggerFields = "Command, Invoke, Status, Summary"
-	loadFields    = "Gate, Hook, Trigger, Search"
-	policyFields  = "Approval, Destination, Model, Gate label, Timeout, Retries, Self approval, Approvals, Hold timeout, On timeout, Remind after"
+	loadFields    = "Gate, Hook, Trigger, Search, Edges"
+	policyFields  = "Approval, Destination, Model, Gate label, Timeout, Retries, Self approval, Approvals, Hold timeout, On timeout, Token budget, Remind after"
 
 	// Slack caps slash commands at 32 characters including the slash; a
 	// longer Command could never be typed there.
 	maxCommandLen = 32
 	maxRetries    = 10
 	maxApprovals  = 20
+	// maxTokenBudget is far past any one run's spend; a larger number is
+	// a typo, not a budget.
+	maxTokenBudget = 1_000_000_000
+	// maxEdgesWindow bounds an Edges load's look back.
+	maxEdgesWindow = 366 * 24 * time.Hour
 )
 
 var (
@@ -88,6 +93,7 @@ func (c *compiler) command(f field) {
 }
 
 func (c *compiler) loads(s *section) {
+	edgesAt := 0
 	for _, f := range c.fields(s, loadFields) {
 		var class string
 		switch f.name {
@@ -99,6 +105,8 @@ func (c *compiler) loads(s *section) {
 			class = LoadTrigger
 		case "search":
 			class = LoadSearch
+		case "edges":
+			class = LoadEdges
 		default:
 			c.unknownField(f, "Load Contract", loadFields)
 			continue
@@ -118,6 +126,23 @@ func (c *compiler) loads(s *section) {
 				c.errorf(f.line, "Trigger load %q must name a payload field, like payload.targetMemoId", f.value)
 				continue
 			}
+		case LoadEdges:
+			d, err := parseDuration(f.value)
+			switch {
+			case err != nil:
+				c.errorf(f.line, "bad Edges window %q: %v; write how far back to look, like 7d or 24h", f.value, err)
+				continue
+			case d <= 0:
+				c.errorf(f.line, "Edges window %q looks back over nothing; write how far back to look, like 7d or 24h", f.value)
+				continue
+			case d > maxEdgesWindow:
+				c.errorf(f.line, "Edges window %q is longer than a year; look back at most 366d", f.value)
+				continue
+			case edgesAt > 0:
+				c.errorf(f.line, "duplicate Edges load (first at line %d); a workflow loads one edges report", edgesAt)
+				continue
+			}
+			edgesAt = f.line
 		}
 		c.m.Loads = append(c.m.Loads, Load{Class: class, Value: f.value, Line: f.line})
 	}
@@ -129,7 +154,7 @@ func (c *compiler) policy(s *section) {
 	for _, f := range c.fields(s, policyFields) {
 		switch f.name {
 		case "approval", "destination", "model", "gate label", "timeout", "retries",
-			"self approval", "approvals", "hold timeout", "on timeout", "remind after":
+			"self approval", "approvals", "hold timeout", "on timeout", "token budget", "remind after":
 		default:
 			c.unknownField(f, "Policy", policyFields)
 			continue
@@ -182,6 +207,10 @@ func (c *compiler) policy(s *section) {
 		case "approvals":
 			if n, ok := c.intIn(f, 1, maxApprovals); ok {
 				p.Approvals = n
+			}
+		case "token budget":
+			if n, ok := c.tokenBudget(f); ok {
+				p.TokenBudget = n
 			}
 		case "self approval":
 			switch v {
@@ -264,6 +293,24 @@ func parseDuration(v string) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// tokenBudget reads a whole number of tokens; thousands may be grouped
+// with commas or underscores (10,000), and 0 or none means no budget.
+func (c *compiler) tokenBudget(f field) (int64, bool) {
+	v := strings.NewReplacer(",", "", "_", "").Replace(strings.TrimSpace(f.value))
+	if strings.EqualFold(v, "none") || v == "0" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 || n > maxTokenBudget {
+		c.errorf(f.line, "bad Token budget %q; write a whole number of tokens from 1 to %d (or none), like 10000", f.value, maxTokenBudget)
+		return 0, false
+	}
+	return n, true
+}
+
+// EdgesWindow is an Edges load's window, as the compiler accepted it.
+func EdgesWindow(v string) (time.Duration, error) { return parseDuration(v) }
 
 func (c *compiler) intIn(f field, lo, hi int) (int, bool) {
 	n, err := strconv.Atoi(f.value)

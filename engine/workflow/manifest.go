@@ -32,6 +32,7 @@ const (
 	LoadHook    = "hook"
 	LoadTrigger = "trigger"
 	LoadSearch  = "search"
+	LoadEdges   = "edges"
 )
 
 // Policy and Trigger values. They are normalised to lower case so that
@@ -98,6 +99,7 @@ type Policy struct {
 	Approvals    int           `json:"approvals"`
 	HoldTimeout  time.Duration `json:"holdTimeout"`
 	OnTimeout    string        `json:"onTimeout"`
+	TokenBudget  int64         `json:"tokenBudget,omitempty"`
 	// RemindAfter is the interval of an open hold's reminders (SPEC §4.3:
 	// at most three, mentioning the stewards who may decide); 0: none.
 	RemindAfter time.Duration `json:"remindAfter"`
@@ -173,4 +175,38 @@ type PromptData struct {
 	Context  []ContextMemo
 	Session  map[string]any
 	Workflow *Manifest
+	// Edges is the edges-of-understanding report an Edges load asked for
+	// (nil without one).
+	Edges *Edges
+}
+
+// Edges is the edges-of-understanding report (SPEC §10) as a prompt sees
+// it: what the system ran into but did not resolve over Window, each kind
+// with its count and latest examples, most frequent first.
+type Edges struct {
+	Window string
+	Since  time.Time
+	Total  int64
+	Kinds  []EdgeKind
+}
+
+// EdgeKind is one kind of edge: Label says what it is in a sentence.
+type EdgeKind struct {
+	Kind   string
+	Source string
+	Label  string
+	Count  int64
+	Latest []EdgeExample
+}
+
+// EdgeExample is one occurrence; Ref names the record to open (a run,
+// hold, session or workflow id, or a Slack delivery's key) and Link its
+// console path, when it has one.
+type EdgeExample struct {
+	At      time.Time
+	Ref     string
+	Link    string
+	Command string
+	By      string
+	Message string
 }

@@ -17,7 +17,7 @@ const stepKinds = "Context, Process, Guard, Output"
 // can be mapped back to the memo's own line numbers.
 var templateErrRe = regexp.MustCompile(`^template: [^:]*:(\d+):(?:\d+:)? ?(.*)$`)
 
-var promptFields = map[string]bool{"Payload": true, "Context": true, "Session": true, "Workflow": true}
+var promptFields = map[string]bool{"Payload": true, "Context": true, "Session": true, "Workflow": true, "Edges": true}
 
 func (c *compiler) steps(s *section) {
 	for _, n := range s.nodes {
@@ -172,7 +172,7 @@ func (c *compiler) checkPrompt(body string, fenceLine int, lineNos []int) {
 	}
 	walkTemplate(t.Root, true, func(n parse.Node, name string) {
 		tl := 1 + strings.Count(body[:min(max(int(n.Position()), 0), len(body))], "\n")
-		c.errorf(lineAt(tl), "prompt uses .%s, which does not exist; a prompt can use .Payload, .Context, .Session and .Workflow", name)
+		c.errorf(lineAt(tl), "prompt uses .%s, which does not exist; a prompt can use .Payload, .Context, .Session, .Workflow and .Edges", name)
 	})
 }
 

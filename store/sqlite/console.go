@@ -45,7 +45,7 @@ func (db *DB) ConsoleSessionGetByID(ctx context.Context, id string) (*store.Cons
 		all := append([]any{&s.ID, &s.SecretHash, &s.UserID, &s.CSRFToken, &s.UserAgent, &s.IP, &created, &expires}, dest...)
 		return db.r.QueryRowContext(ctx, `SELECT cs.id, cs.secret_hash, cs.user_id, cs.csrf_token, cs.user_agent, cs.ip,
 			cs.created_at, cs.expires_at,
-			u.id, u.username, u.password_hash, u.role, COALESCE(u.slack_user_id, ''), u.created_at
+			u.id, u.username, u.password_hash, u.role, COALESCE(u.slack_user_id, ''), u.disabled, u.created_at
 			FROM console_sessions cs JOIN users u ON u.id = cs.user_id
 			WHERE cs.id = ? AND cs.expires_at > ?`, id, formatTime(time.Now())).Scan(all...)
 	}))
@@ -163,6 +163,64 @@ func (db *DB) SignInFailureAddMany(ctx context.Context, p *store.SignInFailureAd
 	return nil
 }
 
+// userSet runs one UPDATE of a user (ErrNotFound when there is none) and
+// optionally ends the user's sign-in sessions in the same transaction.
+func (db *DB) userSet(ctx context.Context, what, userID string, endSessions bool, q string, args ...any) (*store.User, error) {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return store.ErrNotFound
+		}
+		if endSessions {
+			_, err = tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE user_id = ?`, userID)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("user %s set %s: %w", userID, what, err)
+	}
+	return db.UserGetByID(ctx, userID)
+}
+
+// UserDisabledSet disables (ending the user's sessions) or enables a user.
+func (db *DB) UserDisabledSet(ctx context.Context, userID string, disabled bool) (*store.User, error) {
+	return db.userSet(ctx, "disabled", userID, disabled, `UPDATE users SET disabled = ? WHERE id = ?`, boolInt(disabled), userID)
+}
+
+// UserPasswordSet replaces a user's password hash and ends their sessions.
+func (db *DB) UserPasswordSet(ctx context.Context, userID, passwordHash string) (*store.User, error) {
+	if passwordHash == "" {
+		return nil, fmt.Errorf("user %s set password: empty hash", userID)
+	}
+	return db.userSet(ctx, "password", userID, true, `UPDATE users SET password_hash = ? WHERE id = ?`, passwordHash, userID)
+}
+
+// draftTTL is how long a console draft is kept.
+const draftTTL = 24 * time.Hour
+
+// ConsoleDraftCreate stores a draft and drops drafts older than a day.
+func (db *DB) ConsoleDraftCreate(ctx context.Context, d *store.ConsoleDraft) error {
+	if d.ID == "" || d.SessionID == "" {
+		return fmt.Errorf("console draft create: id and session are required")
+	}
+	now := time.Now()
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM console_drafts WHERE created_at < ?`, formatTime(now.Add(-draftTTL))); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO console_drafts (id, session_id, body, created_at) VALUES (?, ?, ?, ?)`,
+			d.ID, d.SessionID, d.Body, formatTime(now))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("console draft create: %w", err)
+	}
+	return nil
+}
+
 // SignInFailureDeleteMany forgets keys.
 func (db *DB) SignInFailureDeleteMany(ctx context.Context, keys []string) error {
 	if len(keys) == 0 {
@@ -180,4 +238,20 @@ func (db *DB) SignInFailureDeleteMany(ctx context.Context, keys []string) error 
 		return fmt.Errorf("sign-in failure delete: %w", err)
 	}
 	return nil
+}
+
+// ConsoleDraftGetByID reads one of a session's drafts.
+func (db *DB) ConsoleDraftGetByID(ctx context.Context, id, sessionID string) (*store.ConsoleDraft, error) {
+	var (
+		d       store.ConsoleDraft
+		created string
+	)
+	err := db.r.QueryRowContext(ctx, `SELECT id, session_id, body, created_at FROM console_drafts
+		WHERE id = ? AND session_id = ? AND created_at >= ?`, id, sessionID, formatTime(time.Now().Add(-draftTTL))).
+		Scan(&d.ID, &d.SessionID, &d.Body, &created)
+	if err != nil {
+		return nil, fmt.Errorf("console draft %s: %w", id, interpretError(err))
+	}
+	d.CreatedAt = parseTime(created)
+	return &d, nil
 }

@@ -93,6 +93,9 @@ func holdListQuery(p *store.HoldListParams) (string, []any) {
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
+	if p.Decided || ((p.Command != "" || p.OwnerUID != "") && p.Status == store.HoldOpen) {
+		return holdFilteredQuery(p, limit)
+	}
 	q := `SELECT ` + holdColumns + ` FROM holds`
 	var where []string
 	var args []any
@@ -107,6 +110,14 @@ func holdListQuery(p *store.HoldListParams) (string, []any) {
 	case p.Status != "":
 		where = append(where, `status = ?`)
 		args = append(args, p.Status)
+	}
+	if p.Command != "" {
+		where = append(where, `command = ?`)
+		args = append(args, p.Command)
+	}
+	if p.OwnerUID != "" {
+		where = append(where, `owner_uid = ?`)
+		args = append(args, p.OwnerUID)
 	}
 	oldestFirst := p.Status == store.HoldOpen
 	if p.After != nil {
@@ -126,6 +137,100 @@ func holdListQuery(p *store.HoldListParams) (string, []any) {
 		q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	}
 	return q, append(args, limit)
+}
+
+// holdFilteredQuery lists the open queue by workflow or requester, or the
+// decided history (newest decision first, optionally by workflow or
+// requester), each from its partial index (migration 021). The status
+// condition is written literally: SQLite uses a partial index only when the
+// query's WHERE implies the index's.
+func holdFilteredQuery(p *store.HoldListParams, limit int) (string, []any) {
+	var (
+		where []string
+		args  []any
+		index string
+	)
+	if p.Decided {
+		where = append(where, `status <> 'open'`)
+		switch {
+		case p.Command != "":
+			index = "holds_decided_command"
+		case p.OwnerUID != "":
+			index = "holds_decided_owner"
+		default:
+			index = "holds_decided"
+		}
+	} else {
+		where = append(where, `status = 'open'`)
+		index = "holds_open_owner"
+		if p.Command != "" {
+			index = "holds_open_command"
+		}
+	}
+	if p.Command != "" {
+		where = append(where, `command = ?`)
+		args = append(args, p.Command)
+	}
+	if p.OwnerUID != "" {
+		where = append(where, `owner_uid = ?`)
+		args = append(args, p.OwnerUID)
+	}
+	if p.SessionID != "" {
+		where = append(where, `session_id = ?`)
+		args = append(args, p.SessionID)
+	}
+	order := ` ORDER BY created_at, id LIMIT ?`
+	if p.Decided {
+		order = ` ORDER BY decided_at DESC, id DESC LIMIT ?`
+		if p.After != nil {
+			where = append(where, `(decided_at, id) < (?, ?)`)
+			args = append(args, formatTime(p.After.CreatedAt), p.After.ID)
+		}
+	} else if p.After != nil {
+		where = append(where, `(created_at, id) > (?, ?)`)
+		args = append(args, formatTime(p.After.CreatedAt), p.After.ID)
+	}
+	return `SELECT ` + holdColumns + ` FROM holds INDEXED BY ` + index + ` WHERE ` + strings.Join(where, ` AND `) + order,
+		append(args, limit)
+}
+
+// holdCountOpenQuery counts open holds by workflow and requester, over the
+// open partial indexes when one applies.
+func holdCountOpenQuery(p *store.HoldListParams) (string, []any) {
+	q := `SELECT COUNT(*) FROM holds`
+	switch {
+	case p.Command != "":
+		q += ` INDEXED BY holds_open_command`
+	case p.OwnerUID != "":
+		q += ` INDEXED BY holds_open_owner`
+	case p.SessionID != "":
+		q += ` INDEXED BY holds_session`
+	}
+	q += ` WHERE status = 'open'`
+	var args []any
+	if p.Command != "" {
+		q += ` AND command = ?`
+		args = append(args, p.Command)
+	}
+	if p.OwnerUID != "" {
+		q += ` AND owner_uid = ?`
+		args = append(args, p.OwnerUID)
+	}
+	if p.SessionID != "" {
+		q += ` AND session_id = ?`
+		args = append(args, p.SessionID)
+	}
+	return q, args
+}
+
+// HoldCountOpenMatching counts open holds matching p's filters.
+func (db *DB) HoldCountOpenMatching(ctx context.Context, p *store.HoldListParams) (int64, error) {
+	q, args := holdCountOpenQuery(p)
+	var n int64
+	if err := db.r.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("hold count: %w", err)
+	}
+	return n, nil
 }
 
 // HoldCountOpen counts open holds.

@@ -213,15 +213,15 @@ func (db *DB) MemoSearch(ctx context.Context, p *store.MemoSearchParams) ([]*sto
 		where = append([]string{"memos_fts MATCH ?"}, where...)
 		args = append([]any{fts}, args...)
 		q = `SELECT ` + prefixed("m.", memoColumns) + ` FROM memos_fts JOIN memos m ON m.rowid = memos_fts.rowid
-			WHERE ` + strings.Join(where, " AND ") + ` ORDER BY bm25(memos_fts, 5.0, 1.0) LIMIT ?`
+			WHERE ` + strings.Join(where, " AND ") + ` ORDER BY bm25(memos_fts, 5.0, 1.0) LIMIT ? OFFSET ?`
 	} else {
 		q = `SELECT ` + prefixed("m.", memoColumns) + ` FROM memos m`
 		if len(where) > 0 {
 			q += ` WHERE ` + strings.Join(where, " AND ")
 		}
-		q += ` ORDER BY m.updated_at DESC LIMIT ?`
+		q += ` ORDER BY m.updated_at DESC LIMIT ? OFFSET ?`
 	}
-	args = append(args, limit)
+	args = append(args, limit, max(p.Offset, 0))
 	if fts != "" {
 		release, err := db.searchSlot(ctx)
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 )
 
 const itemColumns = `id, owner_uid, workflow_memo_id, command, dedupe_key, payload, status, run_id, session_id,
-	target_version, created_at, claimed_at, settled_at`
+	target_version, trace_context, created_at, claimed_at, settled_at`
 
 func scanItem(row scanner) (*store.QueueItem, error) {
 	var (
@@ -22,7 +22,7 @@ func scanItem(row scanner) (*store.QueueItem, error) {
 		claimed, settled sql.NullString
 	)
 	if err := row.Scan(&it.ID, &it.OwnerUID, &it.WorkflowMemoID, &it.Command, &it.DedupeKey, &payload, &it.Status,
-		&it.RunID, &it.SessionID, &it.TargetVersion, &created, &claimed, &settled); err != nil {
+		&it.RunID, &it.SessionID, &it.TargetVersion, &it.TraceContext, &created, &claimed, &settled); err != nil {
 		return nil, interpretError(err)
 	}
 	it.Payload = decodeMap(payload)
@@ -74,9 +74,10 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 		it, created = nil, false
 		now := formatTime(time.Now())
 		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_queue_items (id, owner_uid, workflow_memo_id, command,
-			dedupe_key, payload, session_id, target_version, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			dedupe_key, payload, session_id, target_version, trace_context, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (workflow_memo_id, dedupe_key) DO NOTHING`,
-			p.ID, p.OwnerUID, p.WorkflowMemoID, p.Command, p.DedupeKey, encodeJSON(payload), p.SessionID, p.TargetVersion, now)
+			p.ID, p.OwnerUID, p.WorkflowMemoID, p.Command, p.DedupeKey, encodeJSON(payload), p.SessionID, p.TargetVersion,
+			p.TraceContext, now)
 		if err != nil {
 			return err
 		}
@@ -90,18 +91,17 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 		if sessionID == "" && p.NewSession != nil {
 			sp := *p.NewSession
 			sp.Tags = append(append([]string{}, sp.Tags...), "workflow:"+p.ID)
-			s, err := sessionCreateTx(ctx, tx, store.NewID("ses"), &sp)
-			if err != nil {
+			sessionID = store.NewID("ses")
+			if err := sessionInsertTx(ctx, tx, sessionID, &sp); err != nil {
 				return err
 			}
-			sessionID = s.ID
-			if _, err := tx.ExecContext(ctx, `UPDATE workflow_queue_items SET session_id = ? WHERE id = ?`, s.ID, p.ID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE workflow_queue_items SET session_id = ? WHERE id = ?`, sessionID, p.ID); err != nil {
 				return err
 			}
 		}
 		it = &store.QueueItem{ID: p.ID, OwnerUID: p.OwnerUID, WorkflowMemoID: p.WorkflowMemoID, Command: p.Command,
 			DedupeKey: p.DedupeKey, Payload: payload, Status: store.ItemPending, SessionID: sessionID,
-			TargetVersion: p.TargetVersion, CreatedAt: parseTime(now)}
+			TargetVersion: p.TargetVersion, TraceContext: p.TraceContext, CreatedAt: parseTime(now)}
 		return nil
 	})
 	if err != nil {
@@ -168,7 +168,7 @@ func claimQuery(n int) string {
 	return `UPDATE workflow_queue_items
 		SET status = 'claimed', claimed_at = ?, run_id = 'run_' || substr(id, instr(id, '_') + 1)
 		WHERE status = 'pending' AND id IN (` + placeholders(n) + `)
-		RETURNING id, owner_uid, workflow_memo_id, command, payload, session_id, target_version, run_id`
+		RETURNING id, owner_uid, workflow_memo_id, command, payload, session_id, target_version, trace_context, run_id`
 }
 
 // QueueItemListPending lists pending heads over the partial pending index.
@@ -212,7 +212,7 @@ func (db *DB) QueueItemClaim(ctx context.Context, p *store.QueueItemClaimParams)
 				State: json.RawMessage("{}"), Guards: json.RawMessage("[]")}
 			var payload string
 			if err := rows.Scan(&r.ItemID, &r.OwnerUID, &r.WorkflowMemoID, &r.Command, &payload, &r.SessionID,
-				&r.TargetVersion, &r.ID); err != nil {
+				&r.TargetVersion, &r.TraceContext, &r.ID); err != nil {
 				rows.Close()
 				return err
 			}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -14,8 +13,9 @@ import (
 
 // Runs are read joined with their item for the payload and stub version.
 const runColumns = `r.id, r.item_id, r.workflow_memo_id, r.command, r.session_id, r.owner_uid, i.payload, i.target_version,
-	r.status, r.manifest, r.steps, r.state, r.guards, r.error_kind, r.error, r.hold_id, r.decision, r.decided_output,
-	r.dispatch_memo_id, r.lease, r.runner_id, r.heartbeat_at, r.recovery_attempts, r.created_at, r.updated_at, r.finished_at`
+	i.trace_context, r.status, r.manifest, r.steps, r.state, r.guards, r.error_kind, r.error, r.hold_id, r.decision, r.decided_output,
+	r.dispatch_memo_id, r.model, r.tokens_in, r.tokens_out, r.lease, r.runner_id, r.heartbeat_at, r.recovery_attempts,
+	r.created_at, r.updated_at, r.finished_at`
 
 const (
 	runFrom          = ` FROM workflow_runs r JOIN workflow_queue_items i ON i.id = r.item_id`
@@ -31,8 +31,9 @@ func scanRun(row scanner) (*store.Run, error) {
 		finished                           sql.NullString
 	)
 	if err := row.Scan(&r.ID, &r.ItemID, &r.WorkflowMemoID, &r.Command, &r.SessionID, &r.OwnerUID, &payload, &r.TargetVersion,
-		&r.Status, &manifest, &steps, &state, &guards, &r.ErrorKind, &r.Error, &r.HoldID, &r.Decision, &decided,
-		&r.DispatchMemoID, &r.Lease, &r.RunnerID, &heartbeat, &r.RecoveryAttempts, &created, &update, &finished); err != nil {
+		&r.TraceContext, &r.Status, &manifest, &steps, &state, &guards, &r.ErrorKind, &r.Error, &r.HoldID, &r.Decision, &decided,
+		&r.DispatchMemoID, &r.Model, &r.TokensIn, &r.TokensOut, &r.Lease, &r.RunnerID, &heartbeat, &r.RecoveryAttempts,
+		&created, &update, &finished); err != nil {
 		return nil, interpretError(err)
 	}
 	r.Payload = decodeMap(payload)
@@ -61,48 +62,25 @@ func (db *DB) RunGetByID(ctx context.Context, id string) (*store.Run, error) {
 	return r, nil
 }
 
-// RunList lists runs newest first, by status or session when given, from
-// p.After on. Pages order by (created_at, id) so ties never repeat or skip a
-// run; the runs_status_created and runs_created indexes end in those columns.
+// RunList lists runs newest first under p's filters, from p.After on. Pages
+// order by (created_at, id) so ties never repeat or skip a run; every index a
+// listing walks ends in those columns (runListQuery), and a text filter is
+// answered from the trigram index (runSearchList).
 func (db *DB) RunList(ctx context.Context, p *store.RunListParams) ([]*store.Run, error) {
-	q, args := runListQuery(p)
-	out, err := queryAll(ctx, db.r, scanRun, q, args...)
+	var (
+		out []*store.Run
+		err error
+	)
+	if q := runQueryText(p.Query); trigramSearchable(q) {
+		out, err = db.runSearchList(ctx, p, q)
+	} else {
+		query, args := runListQuery(p)
+		out, err = queryAll(ctx, db.r, scanRun, query, args...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("run list: %w", err)
 	}
 	return out, nil
-}
-
-func runListQuery(p *store.RunListParams) (string, []any) {
-	limit := p.Limit
-	if limit <= 0 || limit > 500 {
-		limit = 100
-	}
-	q := `SELECT ` + runColumns + runFrom
-	var where []string
-	var args []any
-	switch {
-	case p.SessionID != "" && p.Status != "":
-		// Without statistics SQLite would walk every run of the status.
-		q = `SELECT ` + runColumns + runFromBySession
-		where = append(where, `r.session_id = ?`, `r.status = ?`)
-		args = append(args, p.SessionID, p.Status)
-	case p.SessionID != "":
-		where = append(where, `r.session_id = ?`)
-		args = append(args, p.SessionID)
-	case p.Status != "":
-		where = append(where, `r.status = ?`)
-		args = append(args, p.Status)
-	}
-	if p.After != nil {
-		where = append(where, `(r.created_at, r.id) < (?, ?)`)
-		args = append(args, formatTime(p.After.CreatedAt), p.After.ID)
-	}
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	q += ` ORDER BY r.created_at DESC, r.id DESC LIMIT ?`
-	return q, append(args, limit)
 }
 
 // RunCountByStatus counts runs per status (for metrics).
@@ -150,16 +128,27 @@ func stepsArg(steps []store.RunStep) any {
 	return encodeJSON(steps)
 }
 
+// usageArgs passes a run's usage to COALESCE(?, column) updates: nil keeps
+// the columns.
+func usageArgs(u *store.RunUsage) (model, tokensIn, tokensOut any) {
+	if u == nil {
+		return nil, nil, nil
+	}
+	return u.Model, u.TokensIn, u.TokensOut
+}
+
 func checkpointTx(ctx context.Context, tx *sql.Tx, p *store.RunCheckpointParams, status string) (*fenced, error) {
 	cur, err := fence(ctx, tx, p.RunID, p.Lease)
 	if err != nil {
 		return nil, err
 	}
 	ts := formatTime(nowOr(p.Now))
+	model, tin, tout := usageArgs(p.Usage)
 	_, err = tx.ExecContext(ctx, `UPDATE workflow_runs SET status = ?, manifest = COALESCE(?, manifest),
 		steps = COALESCE(?, steps), state = COALESCE(?, state), guards = COALESCE(?, guards),
+		model = COALESCE(?, model), tokens_in = COALESCE(?, tokens_in), tokens_out = COALESCE(?, tokens_out),
 		heartbeat_at = ?, updated_at = ? WHERE id = ?`,
-		status, rawArg(p.Manifest), stepsArg(p.Steps), rawArg(p.State), rawArg(p.Guards), ts, ts, p.RunID)
+		status, rawArg(p.Manifest), stepsArg(p.Steps), rawArg(p.State), rawArg(p.Guards), model, tin, tout, ts, ts, p.RunID)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +225,10 @@ func (db *DB) RunSuspend(ctx context.Context, p *store.RunSuspendParams) (*store
 			hp.OnTimeout, ts, hp.Title, hp.RemindEvery.Milliseconds(), nullTimeArg(hp.RemindAt)); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET hold_id = ? WHERE id = ?`, hp.ID, p.RunID); err != nil {
+		// A run held again (its output's review after a Token budget hold)
+		// starts its new hold undecided.
+		if _, err := tx.ExecContext(ctx, `UPDATE workflow_runs SET hold_id = ?, decision = '', decided_output = NULL
+			WHERE id = ?`, hp.ID, p.RunID); err != nil {
 			return err
 		}
 		var err error
@@ -266,7 +258,7 @@ func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.R
 		}
 		// The fence and the run's final write are one statement.
 		cur, err := settleRunTx(ctx, tx, p.RunID, &p.Lease, p.Status, p.ErrorKind, p.Error,
-			p.Manifest, p.Steps, p.State, p.Guards, memoID, now)
+			p.Manifest, p.Steps, p.State, p.Guards, p.Usage, memoID, now)
 		if err != nil {
 			return err
 		}
@@ -281,6 +273,9 @@ func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.R
 		// What the events need, without reading the row back.
 		out = &store.Run{ID: cur.id, ItemID: cur.itemID, SessionID: cur.sessionID, Status: p.Status, ErrorKind: p.ErrorKind,
 			Error: p.Error, Steps: p.Steps, DispatchMemoID: memoID, FinishedAt: &now, UpdatedAt: now}
+		if p.Usage != nil {
+			out.Model, out.TokensIn, out.TokensOut = p.Usage.Model, p.Usage.TokensIn, p.Usage.TokensOut
+		}
 		return appendEventList(ctx, tx, cur.sessionID, p.Events)
 	})
 	if err != nil {
@@ -292,14 +287,17 @@ func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.R
 // settleRunTx writes a run's final state. With lease set it is also the
 // fence: a run this writer no longer holds is ErrLeaseLost.
 func settleRunTx(ctx context.Context, tx *sql.Tx, runID string, lease *int64, status, errKind, errMsg string,
-	manifest json.RawMessage, steps []store.RunStep, state, guards json.RawMessage, memoID string, now time.Time) (*fenced, error) {
+	manifest json.RawMessage, steps []store.RunStep, state, guards json.RawMessage, usage *store.RunUsage, memoID string,
+	now time.Time) (*fenced, error) {
 	ts := formatTime(now)
+	model, tin, tout := usageArgs(usage)
 	q := `UPDATE workflow_runs SET status = ?, error_kind = ?, error = ?,
 		manifest = COALESCE(?, manifest), steps = COALESCE(?, steps), state = COALESCE(?, state), guards = COALESCE(?, guards),
+		model = COALESCE(?, model), tokens_in = COALESCE(?, tokens_in), tokens_out = COALESCE(?, tokens_out),
 		dispatch_memo_id = CASE WHEN ? = '' THEN dispatch_memo_id ELSE ? END, lease = lease + 1,
 		heartbeat_at = ?, updated_at = ?, finished_at = ? WHERE id = ?`
 	args := []any{status, errKind, errMsg, rawArg(manifest), stepsArg(steps), rawArg(state), rawArg(guards),
-		memoID, memoID, ts, ts, ts, runID}
+		model, tin, tout, memoID, memoID, ts, ts, ts, runID}
 	if lease != nil {
 		q += ` AND lease = ? AND status = 'running'`
 		args = append(args, *lease)
@@ -330,7 +328,7 @@ func settleItemTx(ctx context.Context, tx *sql.Tx, itemID, status, itemStatus st
 // decisions, cancellation), with its item.
 func settleTx(ctx context.Context, tx *sql.Tx, runID, itemID, status, itemStatus, errKind, errMsg string,
 	manifest json.RawMessage, steps []store.RunStep, state, guards json.RawMessage, memoID string, now time.Time) error {
-	if _, err := settleRunTx(ctx, tx, runID, nil, status, errKind, errMsg, manifest, steps, state, guards, memoID, now); err != nil {
+	if _, err := settleRunTx(ctx, tx, runID, nil, status, errKind, errMsg, manifest, steps, state, guards, nil, memoID, now); err != nil {
 		return err
 	}
 	return settleItemTx(ctx, tx, itemID, status, itemStatus, now)

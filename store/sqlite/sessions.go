@@ -52,6 +52,15 @@ func (db *DB) SessionCreate(ctx context.Context, p *store.SessionCreateParams) (
 }
 
 func sessionCreateTx(ctx context.Context, tx *sql.Tx, id string, p *store.SessionCreateParams) (*store.Session, error) {
+	if err := sessionInsertTx(ctx, tx, id, p); err != nil {
+		return nil, err
+	}
+	return sessionGet(ctx, tx, id)
+}
+
+// sessionInsertTx writes a session, its tags and first events; callers that
+// need the row back read it (an enqueue that mints a session does not).
+func sessionInsertTx(ctx context.Context, tx *sql.Tx, id string, p *store.SessionCreateParams) error {
 	now := formatTime(time.Now())
 	tags := normTags(p.Tags)
 	ctxMap := p.Context
@@ -69,23 +78,23 @@ func sessionCreateTx(ctx context.Context, tx *sql.Tx, id string, p *store.Sessio
 		id, p.Title, p.Origin, p.Platform, encodeJSON(tags), encodeJSON(ctxMap), encodeJSON(caps),
 		p.ForkedFrom, policy, policy, p.CallerUser, p.CallerKeyID, p.CreatedBy, now, now)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, t := range tags {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO session_tags (tag, session_id) VALUES (?, ?)`, t, id); err != nil {
 			if e := interpretError(err); e != err {
-				return nil, fmt.Errorf("%w: tag %q belongs to another session", store.ErrConflict, t)
+				return fmt.Errorf("%w: tag %q belongs to another session", store.ErrConflict, t)
 			}
-			return nil, err
+			return err
 		}
 	}
 	for _, e := range p.Events {
 		e.SessionID = id
 		if _, err := eventAppendTx(ctx, tx, e); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return sessionGet(ctx, tx, id)
+	return nil
 }
 
 func sessionGet(ctx context.Context, q queryRower, id string) (*store.Session, error) {

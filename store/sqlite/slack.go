@@ -166,8 +166,8 @@ func outboxAddTx(ctx context.Context, tx *sql.Tx, msgs []*store.SlackOutboxAddPa
 	}
 	now := formatTime(time.Now())
 	st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO slack_outbox
-		(dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, next_at, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		(dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, trace_context, next_at, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return 0, err
 	}
@@ -177,7 +177,8 @@ func outboxAddTx(ctx context.Context, tx *sql.Tx, msgs []*store.SlackOutboxAddPa
 		if m.DedupeKey == "" || m.Queue == "" || m.Channel == "" {
 			return 0, fmt.Errorf("outbox message needs a dedupe key, queue and channel: %+v", m)
 		}
-		res, err := st.ExecContext(ctx, m.DedupeKey, m.Queue, m.Method, m.Channel, m.ThreadTS, m.User, m.Text, m.Blocks, m.RefKey, now, now)
+		res, err := st.ExecContext(ctx, m.DedupeKey, m.Queue, m.Method, m.Channel, m.ThreadTS, m.User, m.Text, m.Blocks, m.RefKey,
+			m.TraceContext, now, now)
 		if err != nil {
 			return 0, err
 		}
@@ -204,8 +205,8 @@ func (db *DB) SlackOutboxAdd(ctx context.Context, msgs []*store.SlackOutboxAddPa
 	return n, nil
 }
 
-const outboxColumns = `id, dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, status, attempts,
-	next_at, last_error, sent_ts, created_at, sent_at, attempted_at`
+const outboxColumns = `id, dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, trace_context, status,
+	attempts, next_at, last_error, sent_ts, created_at, sent_at, attempted_at`
 
 func scanOutbox(row scanner) (*store.SlackOutboxMsg, error) {
 	var (
@@ -214,7 +215,7 @@ func scanOutbox(row scanner) (*store.SlackOutboxMsg, error) {
 		sentAt, attempted sql.NullString
 	)
 	if err := row.Scan(&m.ID, &m.DedupeKey, &m.Queue, &m.Method, &m.Channel, &m.ThreadTS, &m.User, &m.Text, &m.Blocks,
-		&m.RefKey, &m.Status, &m.Attempts, &nextAt, &m.LastError, &m.SentTS, &created, &sentAt, &attempted); err != nil {
+		&m.RefKey, &m.TraceContext, &m.Status, &m.Attempts, &nextAt, &m.LastError, &m.SentTS, &created, &sentAt, &attempted); err != nil {
 		return nil, interpretError(err)
 	}
 	m.NextAt, m.CreatedAt = parseTime(nextAt), parseTime(created)

@@ -9,16 +9,18 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-const userColumns = `id, username, password_hash, role, COALESCE(slack_user_id, ''), created_at`
+const userColumns = `id, username, password_hash, role, COALESCE(slack_user_id, ''), disabled, created_at`
 
 func scanUser(row scanner) (*store.User, error) {
 	var (
-		u       store.User
-		created string
+		u        store.User
+		disabled int
+		created  string
 	)
-	if err := row.Scan(&u.ID, &u.Username, &u.PasswordHash, &u.Role, &u.SlackUserID, &created); err != nil {
+	if err := row.Scan(&u.ID, &u.Username, &u.PasswordHash, &u.Role, &u.SlackUserID, &disabled, &created); err != nil {
 		return nil, interpretError(err)
 	}
+	u.Disabled = disabled != 0
 	u.CreatedAt = parseTime(created)
 	return &u, nil
 }

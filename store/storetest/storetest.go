@@ -175,4 +175,6 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	runEngine(t, newStore)
 	runSteward(t, newStore)
 	runSearch(t, newStore)
+	runInsight(t, newStore)
+	runConsoleLists(t, newStore)
 }
