@@ -59,6 +59,9 @@ func threadOfMessage(channel, ts, threadTS string) string {
 	return ts
 }
 
+// maxCached bounds each cache (permalinks, user names).
+const maxCached = 10000
+
 // permalinkLookup bounds a chat.getPermalink call; a link that cannot be
 // had in time is built from the workspace URL instead.
 const permalinkLookup = 1500 * time.Millisecond
@@ -90,8 +93,8 @@ func (b *Bridge) permalink(ctx context.Context, channel, ts string) string {
 		return b.archiveURL(channel, ts)
 	}
 	b.links.mu.Lock()
-	if b.links.m == nil {
-		b.links.m = map[string]string{}
+	if b.links.m == nil || len(b.links.m) >= maxCached {
+		b.links.m = map[string]string{} // bounded: start over rather than grow for good
 	}
 	b.links.m[key] = link
 	b.links.mu.Unlock()

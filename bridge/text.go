@@ -119,7 +119,7 @@ func (b *Bridge) userName(ctx context.Context, id string, fetch bool) string {
 		name = u.Name
 	}
 	b.users.mu.Lock()
-	if b.users.m == nil {
+	if b.users.m == nil || len(b.users.m) >= maxCached {
 		b.users.m = map[string]userName{}
 	}
 	b.users.m[id] = userName{name: name, at: time.Now()}
