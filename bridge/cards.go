@@ -35,7 +35,7 @@ func (b *Bridge) cardInfo(ctx context.Context, p map[string]any) *cardInfo {
 	if err == nil {
 		c.hold, c.required = h, h.RequiredApprovals
 		c.runID, c.gate, command = orDefault(h.RunID, c.runID), orDefault(h.GateLabel, c.gate), orDefault(h.Command, command)
-		c.title = orDefault(h.Title, orDefault(c.title, engine.HoldTitle(h, nil)))
+		c.title = engine.HoldTitle(h, nil)
 		c.preview = orDefault(c.preview, h.Preview)
 		c.requester = b.requester(ctx, h.OwnerUID)
 		c.published = h.Output

@@ -272,7 +272,7 @@ func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix st
 		if !d.tellOutcome {
 			return nil
 		}
-		title := orDefault(h.Title, h.ID)
+		title := engine.HoldTitle(h, nil)
 		switch {
 		case h.Status == store.HoldRejected:
 			return tell(fmt.Sprintf(":no_entry_sign: You rejected *%s*. Its run is cancelled.", esc(title)))

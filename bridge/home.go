@@ -142,7 +142,7 @@ func (b *Bridge) homeView(ctx context.Context, user string) (*slack.HomeTabViewR
 // homeHold is one hold in a steward's Home: what it is, how long it has
 // waited, its thread, and the card's buttons (which work as on cards).
 func (b *Bridge) homeHold(ctx context.Context, h *store.Hold, user string) []slack.Block {
-	title := orDefault(h.Title, engine.HoldTitle(h, nil))
+	title := engine.HoldTitle(h, nil)
 	line := fmt.Sprintf("*%s*\n`%s` · %s · waiting %s", esc(title), esc(h.Command), esc(h.GateLabel), age(time.Since(h.CreatedAt)))
 	if who := b.requester(ctx, h.OwnerUID); who != "" {
 		line += " · asked by " + who

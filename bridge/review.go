@@ -88,7 +88,7 @@ func (b *Bridge) reviewModal(ctx context.Context, h *store.Hold) slack.ModalView
 	plain := func(s string) *slack.TextBlockObject {
 		return slack.NewTextBlockObject(slack.PlainTextType, s, false, false)
 	}
-	title := orDefault(h.Title, engine.HoldTitle(h, nil))
+	title := engine.HoldTitle(h, nil)
 	about := fmt.Sprintf("*%s*\n`%s` · %s", esc(title), esc(h.Command), esc(h.GateLabel))
 	if who := b.requester(ctx, h.OwnerUID); who != "" {
 		about += " · asked by " + who

@@ -14,6 +14,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -106,7 +107,7 @@ func (b *Bridge) holdsList(ctx context.Context) string {
 			fmt.Fprintf(&sb, "• … and more: <%s/holds|all open holds in the console>\n", b.cfg.BaseURL)
 			break
 		}
-		fmt.Fprintf(&sb, "• *%s* — `%s` · %s · waiting %s · %s", esc(orDefault(h.Title, h.GateLabel)), esc(h.Command),
+		fmt.Fprintf(&sb, "• *%s* — `%s` · %s · waiting %s · %s", esc(engine.HoldTitle(h, nil)), esc(h.Command),
 			esc(h.GateLabel), age(time.Since(h.CreatedAt)), b.holdLink(h.ID))
 		if channel, thread, ok := b.holdPlace(ctx, h); ok {
 			if link := b.permalink(ctx, channel, thread); link != "" {

@@ -152,3 +152,25 @@ func TestHoldReminders(t *testing.T) {
 	require.Nil(t, got.RemindAt)
 	require.Equal(t, store.HoldOpen, got.Status, "reminding decides nothing")
 }
+
+// TestHoldTitleKept: a hold's kept title answers for it (its output or
+// payload may say otherwise by then), unless an edited output brings a
+// heading of its own — one rule for every surface.
+func TestHoldTitleKept(t *testing.T) {
+	t.Parallel()
+	edited, plain := "# From the edit\n\ntext", "no heading here"
+	for _, tc := range []struct {
+		name string
+		hold *store.Hold
+		want string
+	}{
+		{"Kept", &store.Hold{Title: "Otters", Output: "# Something else", GateLabel: "Review"}, "Otters"},
+		{"EditWithHeading", &store.Hold{Title: "Otters", Output: "# Otters", EditedOutput: &edited}, "From the edit"},
+		{"EditWithoutHeading", &store.Hold{Title: "Otters", Output: "# Otters", EditedOutput: &plain}, "Otters"},
+		{"NoneKept", &store.Hold{Output: "# Derived", GateLabel: "Review"}, "Derived"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, HoldTitle(tc.hold, map[string]any{"title": "payload"}))
+		})
+	}
+}
