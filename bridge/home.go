@@ -21,10 +21,12 @@ import (
 // its view is rendered when it is sent, so however late a queued publish
 // goes out it shows the holds as they are then.
 
-// Bounds of one Home view (Slack allows 100 blocks; a hold takes three).
+// Bounds of one Home view (Slack allows 100 blocks; a hold takes three),
+// and of the time its thread links may take.
 const (
-	homeHolds = 20
-	homeRuns  = 10
+	homeHolds    = 20
+	homeRuns     = 10
+	homeLinkWait = 2 * time.Second
 )
 
 // homeQueue orders one user's publishes.
@@ -112,8 +114,12 @@ func (b *Bridge) homeView(ctx context.Context, user string) (*slack.HomeTabViewR
 			head += "\nNothing is waiting. :tada:"
 		}
 		blocks = append(blocks, mrkdwnSection(head))
+		// Thread links ask Slack (cached); all of them together may take
+		// this long, after which the rest are built from the workspace URL.
+		links, cancel := context.WithTimeout(ctx, homeLinkWait)
+		defer cancel()
 		for _, h := range holds {
-			blocks = append(blocks, b.homeHold(ctx, h, user)...)
+			blocks = append(blocks, b.homeHold(ctx, links, h, user)...)
 		}
 		if more {
 			blocks = append(blocks, mrkdwnContext(fmt.Sprintf("More are waiting: <%s/holds|all open holds in the console>", b.cfg.BaseURL)))
@@ -141,14 +147,14 @@ func (b *Bridge) homeView(ctx context.Context, user string) (*slack.HomeTabViewR
 
 // homeHold is one hold in a steward's Home: what it is, how long it has
 // waited, its thread, and the card's buttons (which work as on cards).
-func (b *Bridge) homeHold(ctx context.Context, h *store.Hold, user string) []slack.Block {
+func (b *Bridge) homeHold(ctx, links context.Context, h *store.Hold, user string) []slack.Block {
 	title := engine.HoldTitle(h, nil)
 	line := fmt.Sprintf("*%s*\n`%s` · %s · waiting %s", esc(title), esc(h.Command), esc(h.GateLabel), age(time.Since(h.CreatedAt)))
 	if who := b.requester(ctx, h.OwnerUID); who != "" {
 		line += " · asked by " + who
 	}
 	if channel, thread, ok := b.holdPlace(ctx, h); ok {
-		if link := b.permalink(ctx, channel, thread); link != "" {
+		if link := b.permalink(links, channel, thread); link != "" {
 			line += fmt.Sprintf(" · <%s|thread>", link)
 		}
 	}
