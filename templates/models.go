@@ -98,6 +98,7 @@ type SessionsView struct {
 // SessionView is one session: summary, actions, transcript.
 type SessionView struct {
 	Page         Page
+	Usage        string // tokens its runs used, in a phrase
 	ID           string
 	Title        string
 	Status       string
@@ -383,6 +384,7 @@ type RunView struct {
 	CancelURL        string
 	CancelNote       string // what Cancel does to this run
 	Queued           bool   // the item is waiting for a runner: no run yet
+	Usage            string // tokens the run's model calls used, in a phrase
 }
 
 // HomeView is what a steward sees first (SPEC §6).
@@ -397,6 +399,7 @@ type HomeView struct {
 	Failures   []RunRow
 	Chart      Chart
 	ViewerNote string
+	Usage      string // tokens used by runs of the last 24 h, in a phrase
 }
 
 // Chart is runs per hour by status over the last day, drawn server-side as
@@ -460,6 +463,7 @@ type SourceLine struct {
 // WorkflowView is one workflow: trigger, status, source with errors, run-now.
 type WorkflowView struct {
 	Page        Page
+	Usage       string // tokens its runs used over the last 7 days, in a phrase
 	Command     string
 	Title       string
 	MemoURL     templ.SafeURL

@@ -43,6 +43,11 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request) {
 func (c *Console) homeView(ctx context.Context, d engine.Decider) (templates.HomeView, error) {
 	var v templates.HomeView
 	now := c.Now()
+	usage, err := c.Store.UsageList(ctx, &store.UsageListParams{Since: now.Add(-24 * time.Hour), GroupBy: store.UsageByModel, Limit: 100})
+	if err != nil {
+		return v, err
+	}
+	v.Usage = usagePhrase(sumUsage(usage, nil), "")
 	open, err := c.Store.HoldCountOpen(ctx)
 	if err != nil {
 		return v, err

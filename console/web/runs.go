@@ -1,6 +1,7 @@
 package web
 
 import (
+	"strconv"
 	"context"
 	"encoding/json"
 	"errors"
@@ -205,7 +206,8 @@ func (c *Console) runView(ctx context.Context, run *store.Run, d engine.Decider)
 	now := c.Now()
 	v := templates.RunView{ID: run.ID, Title: engine.RunTitle(run), Command: run.Command, Status: run.Status, Terminal: run.Settled(),
 		ErrorKind: run.ErrorKind, Error: run.Error, Item: run.ItemID, Started: c.ago(run.CreatedAt), RecoveryAttempts: run.RecoveryAttempts,
-		Runner: run.RunnerID, Heartbeat: c.ago(run.HeartbeatAt), RerunURL: "/runs/" + run.ID + "/rerun", CancelURL: "/runs/" + run.ID + "/cancel"}
+		Runner: run.RunnerID, Heartbeat: c.ago(run.HeartbeatAt), RerunURL: "/runs/" + run.ID + "/rerun", CancelURL: "/runs/" + run.ID + "/cancel",
+		Usage: usagePhrase(store.Usage{Runs: 1, TokensIn: run.TokensIn, TokensOut: run.TokensOut}, run.Model)}
 	if run.Command != "" {
 		v.WorkflowURL = templSafe("/workflows/" + strings.TrimPrefix(run.Command, "/"))
 	}
@@ -504,4 +506,40 @@ func (c *Console) runCancel(w http.ResponseWriter, r *http.Request) {
 		msg = "Cancel requested: the run stops at its next step."
 	}
 	c.redirect(w, r, back, msg, false)
+}
+
+// usagePhrase says what tokens runs used (SPEC §10), with the model when
+// one is named.
+func usagePhrase(u store.Usage, model string) string {
+	if u.TokensIn+u.TokensOut == 0 {
+		return "none recorded"
+	}
+	out := fmt.Sprintf("%s in / %s out", thousands(u.TokensIn), thousands(u.TokensOut))
+	if u.Runs > 1 {
+		out += fmt.Sprintf(" over %d runs", u.Runs)
+	}
+	if model != "" {
+		out += " · " + model
+	}
+	return out
+}
+
+// thousands writes n with thousands separators.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// sumUsage adds usage rows into one.
+func sumUsage(rows []*store.Usage, keep func(*store.Usage) bool) store.Usage {
+	var u store.Usage
+	for _, r := range rows {
+		if keep == nil || keep(r) {
+			u.Runs, u.TokensIn, u.TokensOut = u.Runs+r.Runs, u.TokensIn+r.TokensIn, u.TokensOut+r.TokensOut
+		}
+	}
+	return u
 }

@@ -251,6 +251,18 @@ func (c *Console) sessionShow(w http.ResponseWriter, r *http.Request) {
 		Origin: s.Origin, Badge: badge(s), Tags: s.Tags, Capabilities: s.Capabilities, Policy: sessions.NormalizePolicy(s.Policy),
 		Policies: []string{store.PolicyManual, store.PolicyAuto, store.PolicyYolo}, Archived: s.Archived,
 		RequestCount: s.RequestCount, Created: c.ago(s.CreatedAt), LastActive: c.ago(s.LastActiveAt)}
+	// A session's runs are few; their recorded tokens are summed here rather
+	// than by a usage query over all time.
+	runs, err := c.Store.RunList(ctx, &store.RunListParams{SessionID: s.ID, Limit: 500})
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	var used store.Usage
+	for _, run := range runs {
+		used.Runs, used.TokensIn, used.TokensOut = used.Runs+1, used.TokensIn+run.TokensIn, used.TokensOut+run.TokensOut
+	}
+	v.Usage = usagePhrase(used, "")
 	if s.ForkedFrom != "" {
 		v.ForkedFrom = &templates.Link{Label: s.ForkedFrom, URL: sessionURL(s.ForkedFrom)}
 	}

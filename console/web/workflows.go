@@ -1,6 +1,7 @@
 package web
 
 import (
+	"time"
 	"errors"
 	"net/http"
 	"strings"
@@ -77,6 +78,12 @@ func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, wf *sto
 		Invoke: wf.Invoke, Status: wf.Status, CanAdmin: id.AtLeast(store.RoleAdmin),
 		CanRun:    id.AtLeast(store.RoleSteward) && wf.Command != "" && c.canEnqueue(),
 		RunNowURL: base + "/enqueue", StatusURL: base + "/status", Brief: brief, DedupeKey: dedupe, RunNowError: runErr}
+	usage, err := c.Store.UsageList(r.Context(), &store.UsageListParams{Since: c.Now().Add(-7 * 24 * time.Hour), GroupBy: store.UsageByWorkflow, Limit: 500})
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	v.Usage = usagePhrase(sumUsage(usage, func(u *store.Usage) bool { return u.Key == wf.Command }), "")
 	// Compile afresh: Gate and Hook memos may have appeared or gone since
 	// the memo was last written, and the page must show what a run would see.
 	_, errs := c.Library.Compile(r.Context(), m.Body)
