@@ -1,13 +1,13 @@
 package web
 
 import (
-	"strconv"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 

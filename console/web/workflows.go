@@ -1,10 +1,10 @@
 package web
 
 import (
-	"time"
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
