@@ -70,7 +70,7 @@ type Server struct {
 	postDelay time.Duration
 	inFlight  int
 
-	threads threads // threads.go
+	threads     threads                    // threads.go
 	views       []View                     // opened, in order
 	ackPayloads map[string]json.RawMessage // Socket Mode acks' payloads by envelope id
 	homes       map[string]json.RawMessage // each user's latest App Home
