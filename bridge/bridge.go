@@ -36,6 +36,13 @@ type Engine interface {
 	// Decide approves or rejects a hold. Refusals wrap store.ErrForbidden;
 	// an already decided hold wraps store.ErrConflict.
 	Decide(ctx context.Context, p engine.DecideParams) (*store.Hold, error)
+	// IsSteward answers whether d may decide holds.
+	IsSteward(ctx context.Context, d engine.Decider) (bool, error)
+	// SlackStewards lists the Slack user ids of everyone who may decide
+	// holds (whose App Home lists them).
+	SlackStewards(ctx context.Context) ([]string, error)
+	// Subscribe registers fn for the engine's change notifications.
+	Subscribe(fn func(engine.Event))
 }
 
 // Config tunes the bridge; zero values take the defaults noted.
@@ -167,6 +174,8 @@ type Bridge struct {
 
 	backfills backfillState // threads.go
 	tracer    trace.Tracer
+
+	stewardship // steward.go: caches and signals of cards, modals and the App Home
 }
 
 type metrics struct {
@@ -276,6 +285,9 @@ func (b *Bridge) Start(ctx context.Context) error {
 		b.committed.Store(max(id, b.committed.Load())) // calls come one at a time
 		wake(b.mirrorWake)
 	})
+	// Holds from sessions without a Slack thread change stewards' App Home
+	// too; the mirror sees only Slack sessions' transcripts.
+	b.engine.Subscribe(func(ev engine.Event) { b.homeOnEngineEvent(ctx, ev) })
 	var wg sync.WaitGroup
 	wg.Go(func() { b.identify(ctx) })
 	wg.Go(func() { b.loop(ctx, "inbox", b.inboxWake, b.processInbox) })
@@ -323,6 +335,7 @@ func (b *Bridge) identify(ctx context.Context) {
 		if err == nil {
 			b.botUserID.Store(res.UserID)
 			b.botID.Store(res.BotID)
+			b.teamURL.Store(res.URL)
 			b.log.Info("slack: connected", slog.String("bot_user_id", res.UserID), slog.String("team", res.Team))
 			return
 		}

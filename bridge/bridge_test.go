@@ -372,27 +372,46 @@ func TestEnvelopeJSON(t *testing.T) {
 	require.Contains(t, string(b), `"channel":"C1"`)
 }
 
+// TestDirectMessages: a DM needs no mention; its top-level messages are one
+// conversation (session slack:<channel>:dm, SPEC §3), answered at top level,
+// in order; a reply inside a thread of the DM is that thread's session.
 func TestDirectMessages(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, standIns())
-	// A DM needs no mention: it starts a session on its own ts and is
-	// answered in that thread; a reply in the thread continues it.
-	root := tb.ts()
-	dm := message("D1", "U1", root, "", "hello from a DM")
-	dm["channel_type"] = "im"
-	tb.event(t, "EvDM1", dm)
-	tb.waitPost(t, "D1", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Session commands") })
-	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:D1:"+root)
+	dm := func(ts, threadTS, text string) map[string]any {
+		m := message("D1", "U1", ts, threadTS, text)
+		m["channel_type"] = "im"
+		return m
+	}
+	first := tb.ts()
+	tb.event(t, "EvDM1", dm(first, "", "hello from a DM"))
+	tb.waitPost(t, "D1", "", func(c fakeslack.Call) bool { return strings.Contains(text(c), "Session commands") })
+	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:D1:dm")
 	require.NoError(t, err)
 	require.Equal(t, "slack", ses.Platform)
 
-	next := message("D1", "U1", tb.ts(), root, "help")
-	next["channel_type"] = "im"
-	tb.event(t, "EvDM2", next)
-	tb.waitPost(t, "D1", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "policy manual|auto|yolo") })
-	again, err := tb.store.SessionGetByTag(tb.ctx, "slack:D1:"+root)
+	tb.event(t, "EvDM2", dm(tb.ts(), "", "help"))
+	tb.waitPost(t, "D1", "", func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "policy manual|auto|yolo") })
+	again, err := tb.store.SessionGetByTag(tb.ctx, "slack:D1:dm")
 	require.NoError(t, err)
-	require.Equal(t, ses.ID, again.ID)
+	require.Equal(t, ses.ID, again.ID, "the second message continues the DM's one session")
+	_, err = tb.store.SessionGetByTag(tb.ctx, "slack:D1:"+first)
+	require.ErrorIs(t, err, store.ErrNotFound, "no session per message")
+
+	tb.event(t, "EvDM3", dm(tb.ts(), first, "status"))
+	tb.waitPost(t, "D1", first, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "*Status:*") })
+	inThread, err := tb.store.SessionGetByTag(tb.ctx, "slack:D1:"+first)
+	require.NoError(t, err)
+	require.NotEqual(t, ses.ID, inThread.ID, "a thread of the DM is a session of its own")
+	tb.quiet(t)
+	require.Len(t, tb.posts("D1", ""), 2, "both top-level messages answered at top level")
+	said := 0
+	for _, typ := range tb.eventTypes(t, ses.ID) {
+		if typ == "user_message" {
+			said++
+		}
+	}
+	require.Equal(t, 2, said, "the DM's session holds both top-level messages")
 }
 
 // crashingEngine stands for a process that dies inside the enqueue: the call
@@ -424,7 +443,7 @@ func TestMentionReplayRecordsOnce(t *testing.T) {
 	root := tb.ts()
 	tb.event(t, "EvX1", mention("CX", "U1", root, "", "draft-memo Salt marshes"))
 
-	crash := crashingEngine{entered: make(chan struct{}, 1)}
+	crash := crashingEngine{Engine: newRecordingEngine(), entered: make(chan struct{}, 1)}
 	cfg := bridge.Config{SigningSecret: secret, Tick: 50 * time.Millisecond, InboxRetry: 10 * time.Millisecond}
 	b1 := bridge.New(cfg, tb.store, apiFor(tb), crash, tb.sessions, discard())
 	ctx1, crash1 := context.WithCancel(tb.ctx)

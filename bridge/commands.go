@@ -27,9 +27,14 @@ const helpText = "*Holdfast* — mention me in a thread:\n" +
 // in the thread's session.
 func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m *Message, log *slog.Logger) error {
 	root := m.Root()
-	text := stripMention(m.Text, b.botUserID.Load().(string))
+	if m.ChannelType == "im" && m.ThreadTS == "" {
+		root = dmThread // a DM's top-level messages are one conversation (SPEC §3)
+	}
+	// Recorded as markdown, with Slack's own text kept beside it (SPEC §5).
+	text := b.markdown(ctx, stripMention(m.Text, b.botUserID.Load().(string)), true)
+	said := b.said(ctx, m, true)
 	ses, err := b.sessions.ResolveTag(ctx, threadTag(m.Channel, root), sessions.CreateParams{
-		Title: firstLine(unescape(text), 80),
+		Title: firstLine(text, 80),
 		Context: map[string]any{"platform": "slack", "channel": m.Channel, "threadTs": root, "user": m.User,
 			"channelType": m.ChannelType, contextMessageTS: m.TS},
 		Source: sessions.Source{Via: sessions.ViaSlack, UserID: actor(m.User)},
@@ -42,11 +47,11 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	// when the mention binds a thread that already had messages, those
 	// messages, waited for at most BackfillWait (threads.go).
 	wctx, cancel := context.WithTimeout(ctx, b.cfg.BackfillWait)
-	speaker := b.userName(wctx, m.User)
+	speaker := b.userName(wctx, m.User, true)
 	b.backfillOnMention(wctx, ses, m, log)
 	cancel()
 	say := func(text string) error { return b.reply(ctx, it, "r", m.Channel, root, text) }
-	cmd := ParseCommand(text)
+	cmd := commandOf(text)
 
 	isWorkflow := false
 	switch cmd.Name {
@@ -61,7 +66,7 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 			// and answers in the background so this worker never waits on a model.
 			by := slackCaller(m.User)
 			by.DisplayName = speaker
-			_, err = b.sessions.Message(ctx, ses.ID, unescape(text), by, true)
+			_, err = b.sessions.MessageWith(ctx, ses.ID, text, said, by, true)
 			if errors.Is(err, store.ErrConflict) {
 				return say(":hourglass_flowing_sand: I'm still answering the previous message in this thread. Send this again when I'm done, or mention me with `terminate` to stop me.")
 			}
@@ -76,8 +81,9 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	// events, a policy change) so the transcript reads in order. The
 	// delivery is marked processed only after those effects, so a replay
 	// after a crash comes back here: the line is keyed by the Slack event.
+	said["text"] = text
 	if _, err := b.store.SlackEventAppendOnce(ctx, it.Key, &store.EventAppendParams{SessionID: ses.ID, Type: "user_message", Actor: actor(m.User),
-		Payload: withSpeaker(map[string]any{"text": unescape(text), "user": m.User, "channel": m.Channel, "ts": m.TS, "mention": true}, speaker)}); err != nil {
+		Payload: said}); err != nil {
 		return fmt.Errorf("record the mention: %w", err)
 	}
 
@@ -182,7 +188,7 @@ func (b *Bridge) enqueue(ctx context.Context, it *store.SlackInboxItem, m *Messa
 // "Started" line; either way the thread reads in order.
 func queuedAck(channel, threadTS, name, itemID string) *store.SlackOutboxAddParams {
 	return &store.SlackOutboxAddParams{DedupeKey: "queued:" + itemID, Queue: queueOf(channel, threadTS),
-		Method: store.SlackPost, Channel: channel, ThreadTS: threadTS,
+		Method: store.SlackPost, Channel: channel, ThreadTS: postTS(threadTS),
 		Text: fmt.Sprintf(":inbox_tray: Queued `%s` (item `%s`).", esc(name), esc(itemID))}
 }
 
@@ -218,11 +224,13 @@ func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m
 	first, rest, _ := strings.Cut(cmd.Arg, " ")
 	for _, h := range holds {
 		if first == h.ID {
-			return b.decide(ctx, it, "d", h.ID, cmd.Name, strings.TrimSpace(rest), m.User, m.Channel, root)
+			return b.decide(ctx, it, "d", decision{holdID: h.ID, verb: cmd.Name, comment: strings.TrimSpace(rest), user: m.User,
+				channel: m.Channel, thread: root})
 		}
 	}
 	if len(holds) == 1 {
-		return b.decide(ctx, it, "d", holds[0].ID, cmd.Name, cmd.Arg, m.User, m.Channel, root)
+		return b.decide(ctx, it, "d", decision{holdID: holds[0].ID, verb: cmd.Name, comment: cmd.Arg, user: m.User,
+			channel: m.Channel, thread: root})
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "This thread has %d open holds, so I did not guess which one you meant. Use the buttons on its card, or mention me with `%s <hold id> [comment]`:\n",
@@ -237,32 +245,60 @@ func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m
 	return tell(sb.String())
 }
 
-// decide applies a Slack user's decision; refusals are answered to that user
-// alone and change nothing. On success the mirror updates the card when the
-// engine records the decision in the transcript.
-func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix, holdID, decision, comment, user, channel, threadTS string) error {
-	h, err := b.engine.Decide(ctx, engine.DecideParams{HoldID: holdID, Decision: decision, Comment: comment, Decider: slackCaller(user)})
+// decision is one Slack user's decision attempt and where to answer it.
+type decision struct {
+	holdID, verb, comment, output, user string
+	// channel and thread are where the user acted; with no channel (the
+	// App Home, a modal) the answer goes to the hold's thread.
+	channel, thread string
+	// tellOutcome answers an accepted decision too (a modal's submitter
+	// sees no card change in the modal itself).
+	tellOutcome bool
+}
+
+// decide applies a Slack user's decision through the engine, as every
+// surface does; refusals are answered to that user alone and change
+// nothing. On success the mirror updates the cards when the engine records
+// the decision in the transcript.
+func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix string, d decision) error {
+	if d.channel == "" {
+		if h, err := b.store.HoldGetByID(ctx, d.holdID); err == nil {
+			d.channel, d.thread, _ = b.holdPlace(ctx, h)
+		}
+	}
+	tell := func(text string) error { return b.tell(ctx, it.Key+":"+suffix, d.channel, d.thread, d.user, text) }
+	h, err := b.engine.Decide(ctx, engine.DecideParams{HoldID: d.holdID, Decision: d.verb, Comment: d.comment, Output: d.output,
+		Decider: slackCaller(d.user)})
 	switch {
 	case err == nil:
-		b.log.InfoContext(ctx, "slack: hold decided", slog.String("hold_id", holdID), slog.String("decision", decision),
-			slog.String("user", user), slog.String("status", h.Status))
+		b.log.InfoContext(ctx, "slack: hold decided", slog.String("hold_id", d.holdID), slog.String("decision", d.verb),
+			slog.String("user", d.user), slog.String("status", h.Status))
 		if h.Status == store.HoldOpen {
 			// One of several approvals: the card stays until the last one.
-			return b.ephemeral(ctx, it, suffix, channel, threadTS, user,
-				fmt.Sprintf("Your approval is recorded (%d of %d needed). The hold stays open until the rest approve.", len(h.Approvals), h.RequiredApprovals))
+			return tell(fmt.Sprintf("Your approval is recorded (%d of %d needed). The hold stays open until the rest approve.",
+				len(h.Approvals), h.RequiredApprovals))
 		}
-		return nil
+		if !d.tellOutcome {
+			return nil
+		}
+		title := engine.HoldTitle(h, nil)
+		switch {
+		case h.Status == store.HoldRejected:
+			return tell(fmt.Sprintf(":no_entry_sign: You rejected *%s*. Its run is cancelled.", esc(title)))
+		case h.EditedOutput != nil:
+			return tell(fmt.Sprintf(":white_check_mark: You approved *%s* with your edit, which passed the workflow's checks; your text is what is published.", esc(title)))
+		default:
+			return tell(fmt.Sprintf(":white_check_mark: You approved *%s*; it is being published.", esc(title)))
+		}
 	case errors.Is(err, store.ErrForbidden):
-		return b.ephemeral(ctx, it, suffix, channel, threadTS, user,
-			fmt.Sprintf(":no_entry: You can't decide this hold: %s. Nothing was changed. Stewards can decide it here or in the console: %s",
-				esc(store.ReasonOf(err)), b.holdLink(holdID)))
-	case errors.Is(err, store.ErrConflict):
-		return b.ephemeral(ctx, it, suffix, channel, threadTS, user,
-			fmt.Sprintf(":information_source: Nothing was changed: %s.", esc(store.ReasonOf(err))))
+		return tell(fmt.Sprintf(":no_entry: You can't decide this hold: %s. Nothing was changed. Stewards can decide it here or in the console: %s",
+			esc(store.ReasonOf(err)), b.holdLink(d.holdID)))
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalid):
+		return tell(fmt.Sprintf(":information_source: Nothing was changed: %s.", esc(store.ReasonOf(err))))
 	case errors.Is(err, store.ErrNotFound):
-		return b.ephemeral(ctx, it, suffix, channel, threadTS, user, "That hold no longer exists.")
+		return tell("That hold no longer exists.")
 	default:
-		return fmt.Errorf("decide hold %s: %w", holdID, err)
+		return fmt.Errorf("decide hold %s: %w", d.holdID, err)
 	}
 }
 
@@ -270,22 +306,34 @@ func (b *Bridge) holdLink(holdID string) string {
 	return fmt.Sprintf("<%s/holds/%s|hold %s>", b.cfg.BaseURL, holdID, holdID)
 }
 
-// handleInteraction runs a click on a hold card's buttons.
+// handleInteraction runs a stored interaction: a click on a hold's
+// Approve or Reject (on a card or in the App Home), or a submitted modal.
 func (b *Bridge) handleInteraction(ctx context.Context, it *store.SlackInboxItem, in *Interaction) error {
-	if in.Type != "block_actions" {
+	switch in.Type {
+	case "view_submission":
+		switch in.View.CallbackID {
+		case callbackReview:
+			return b.submitReview(ctx, it, in)
+		case callbackRunWorkflow:
+			return b.submitRunWorkflow(ctx, it, in)
+		}
+		return nil
+	case "block_actions":
+	default:
 		return nil
 	}
 	for i, a := range in.Actions {
-		var decision string
+		var verb string
 		switch a.ActionID {
 		case actionApprove:
-			decision = "approve"
+			verb = "approve"
 		case actionReject:
-			decision = "reject"
+			verb = "reject"
 		default:
-			continue
+			continue // hold_review opened its modal before the ack
 		}
-		if err := b.decide(ctx, it, fmt.Sprint(i), a.Value, decision, "", in.User.ID, in.ChannelID(), in.ThreadTS()); err != nil {
+		if err := b.decide(ctx, it, fmt.Sprint(i), decision{holdID: a.Value, verb: verb, user: in.User.ID,
+			channel: in.ChannelID(), thread: in.ThreadTS()}); err != nil {
 			return err
 		}
 	}

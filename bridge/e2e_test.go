@@ -32,10 +32,11 @@ func (tb *testBundle) holdCard(t *testing.T, channel, root string) (fakeslack.Ca
 		holdID, ok := strings.CutPrefix(b["block_id"].(string), "hold:")
 		require.True(t, ok)
 		els := b["elements"].([]any)
-		require.Len(t, els, 2)
-		approve, reject := els[0].(map[string]any), els[1].(map[string]any)
+		require.Len(t, els, 3)
+		approve, reject, review := els[0].(map[string]any), els[1].(map[string]any), els[2].(map[string]any)
 		require.Equal(t, []any{"hold_approve", holdID, "primary"}, []any{approve["action_id"], approve["value"], approve["style"]})
 		require.Equal(t, []any{"hold_reject", holdID, "danger"}, []any{reject["action_id"], reject["value"], reject["style"]})
+		require.Equal(t, []any{"hold_review", holdID}, []any{review["action_id"], review["value"]})
 		require.Contains(t, text(card), "http://holdfast.test/holds/"+holdID)
 		return card, holdID
 	}

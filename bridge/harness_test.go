@@ -32,6 +32,7 @@ import (
 	hfapi "github.com/holdfast-bot/holdfast/console/api"
 	"github.com/holdfast-bot/holdfast/console/auth"
 	"github.com/holdfast-bot/holdfast/console/server"
+	"github.com/holdfast-bot/holdfast/console/web"
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/model"
@@ -55,6 +56,7 @@ type testBundle struct {
 
 	// set up with real: the real engine, sessions runtime and API
 	eng      *engine.Engine
+	lib      *library.Service
 	sessions *sessions.Service
 	keys     map[string]string // API key by role
 }
@@ -73,6 +75,8 @@ type setupOpts struct {
 	tracer trace.TracerProvider
 	// openai is the base URL openai:<model> workflows call.
 	openai string
+	// engineCfg, with real, adjusts the engine's config (a test clock).
+	engineCfg func(c *engine.Config)
 }
 
 func setup(t testing.TB, o setupOpts) *testBundle {
@@ -95,8 +99,13 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	if o.real {
 		lib := library.New(db, log)
 		require.NoError(t, lib.SeedExamples(ctx))
-		tb.eng = engine.New(engine.Config{Workers: 2, SlackStewards: []string{"USTEWARD", "USTEWARD2"}, CanReply: bridge.CanReply,
-			DisableScheduler: true, PassInterval: time.Second, Tracer: o.tracer}, db, models, log)
+		ecfg := engine.Config{Workers: 2, SlackStewards: []string{"USTEWARD", "USTEWARD2"}, CanReply: bridge.CanReply,
+			DisableScheduler: true, PassInterval: time.Second, Tracer: o.tracer}
+		if o.engineCfg != nil {
+			o.engineCfg(&ecfg)
+		}
+		tb.eng = engine.New(ecfg, db, models, log)
+		tb.lib = lib
 		tb.engine = tb.eng
 		if o.wrap != nil {
 			tb.engine = o.wrap(tb.engine)
@@ -116,7 +125,9 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	tb.bridge = bridge.New(cfg, db, api, tb.engine, tb.sessions, log)
 	deps.Slack = tb.bridge.Handler()
 	if o.real {
-		deps.API = hfapi.New(hfapi.Deps{Store: db, Log: log, Engine: tb.eng, Sessions: tb.sessions})
+		console := web.New(web.Deps{Store: db, Library: tb.lib, Sessions: tb.sessions, Engine: tb.eng, Log: log, BaseURL: "http://holdfast.test"})
+		deps.API = hfapi.New(hfapi.Deps{Store: db, Log: log, Engine: tb.eng, Sessions: tb.sessions, Cookie: console.Cookie, CSRF: console.CSRF})
+		deps.Console = console.Handler()
 	}
 	tb.srv = httptest.NewServer(server.Handler(deps))
 
@@ -324,7 +335,7 @@ func text(c fakeslack.Call) string {
 }
 
 // addWorkflow indexes a workflow memo so its command routes to an enqueue.
-func (tb *testBundle) addWorkflow(t *testing.T, command, status, summary string) {
+func (tb *testBundle) addWorkflow(t testing.TB, command, status, summary string) {
 	t.Helper()
 	_, err := tb.store.MemoCreate(tb.ctx, &store.MemoCreateParams{Title: command, Body: "x", MemoType: store.MemoTypeWorkflow,
 		Workflow: &store.WorkflowIndex{Command: command, Status: status, Summary: summary}})

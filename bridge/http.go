@@ -21,12 +21,14 @@ import (
 // MaxBody is the largest request body accepted (SPEC §5); larger ones get 413.
 const MaxBody = 1 << 20
 
-// Handler serves HTTP mode, to be mounted at /slack:
-// POST /events (Events API) and POST /interactions (interactivity).
+// Handler serves HTTP mode, to be mounted at /slack: POST /events (Events
+// API), POST /interactions (interactivity) and POST /commands (the
+// /holdfast slash command).
 func (b *Bridge) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /events", b.serveEvents)
 	mux.HandleFunc("POST /interactions", b.serveInteractions)
+	mux.HandleFunc("POST /commands", b.serveCommands)
 	return http.StripPrefix("/slack", mux)
 }
 
@@ -107,14 +109,70 @@ func (b *Bridge) serveInteractions(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if in.Type == "block_actions" {
-		if err := b.Accept(r.Context(), store.SlackKindInteraction, interactionKey(payload), payload); err != nil {
-			b.log.ErrorContext(r.Context(), "slack: storing interaction", slog.Any("error", err))
-			httpError(w, http.StatusServiceUnavailable, "could not store the interaction")
-			return
+	if err := b.interaction(r.Context(), in, payload); err != nil {
+		b.log.ErrorContext(r.Context(), "slack: storing interaction", slog.Any("error", err))
+		httpError(w, http.StatusServiceUnavailable, "could not store the interaction")
+		return
+	}
+	w.WriteHeader(http.StatusOK) // an empty 200: a submitted modal closes
+}
+
+// interaction does what an interaction needs before its acknowledgement,
+// for both transports: a click on "Comment or edit…" or the run_workflow
+// shortcut opens its modal at once (a trigger id lives 3 seconds); clicks
+// on Approve or Reject and submitted modals are stored in the inbox. An
+// error means the delivery could not be stored and must not be acknowledged.
+func (b *Bridge) interaction(ctx context.Context, in *Interaction, payload []byte) error {
+	key := interactionKey(payload)
+	keep := false
+	switch in.Type {
+	case "block_actions":
+		for _, a := range in.Actions {
+			switch a.ActionID {
+			case actionReview:
+				b.openReview(ctx, in, key, a.Value)
+			case actionApprove, actionReject:
+				keep = true
+			}
+		}
+	case "view_submission":
+		keep = in.View.CallbackID == callbackReview || in.View.CallbackID == callbackRunWorkflow
+	case "message_action":
+		if in.CallbackID == callbackRunWorkflow {
+			b.openRunWorkflow(ctx, in, key)
 		}
 	}
-	w.WriteHeader(http.StatusOK)
+	if !keep {
+		return nil
+	}
+	return b.Accept(ctx, store.SlackKindInteraction, key, payload)
+}
+
+// serveCommands is the /holdfast slash command (form-encoded, signed like
+// events): answered within 3 seconds, with an ephemeral reply or, for run,
+// an empty acknowledgement once the command is stored.
+func (b *Bridge) serveCommands(w http.ResponseWriter, r *http.Request) {
+	body, ok := b.readVerified(w, r)
+	if !ok {
+		return
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil || form.Get("command") == "" {
+		httpError(w, http.StatusBadRequest, "expected a slash command form")
+		return
+	}
+	resp, err := b.slashCommand(r.Context(), form)
+	if err != nil {
+		b.log.ErrorContext(r.Context(), "slack: slash command", slog.String("text", form.Get("text")), slog.Any("error", err))
+		httpError(w, http.StatusServiceUnavailable, "could not take the command; try again")
+		return
+	}
+	if resp == nil {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
 }
 
 // interactionKey identifies an interaction delivery: interactions carry no

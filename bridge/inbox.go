@@ -115,6 +115,13 @@ func (b *Bridge) processOne(ctx context.Context, it *store.SlackInboxItem) (retr
 	}
 	b.inbox.mu.Lock()
 	f := b.inbox.fails[it.ID]
+	if errors.Is(herr, errNotYet) {
+		// Waiting on the outbox (a Slack outage): no failure, no limit.
+		f.next = time.Now().Add(b.cfg.InboxRetry)
+		b.inbox.fails[it.ID] = f
+		b.inbox.mu.Unlock()
+		return true, nil
+	}
 	if herr != nil {
 		f.n++
 		f.next = time.Now().Add(time.Duration(f.n) * b.cfg.InboxRetry)
@@ -150,13 +157,18 @@ func threadOf(it *store.SlackInboxItem) string {
 	case store.SlackKindEvent:
 		if env, err := ParseEnvelope(it.Body); err == nil {
 			if m, err := ParseMessage(env); err == nil && m.Channel != "" {
+				if m.ChannelType == "im" && m.ThreadTS == "" {
+					return queueOf(m.Channel, dmThread) // one conversation, in order
+				}
 				return queueOf(m.Channel, m.Root())
 			}
 		}
 	case store.SlackKindInteraction:
 		if in, err := ParseInteraction(it.Body); err == nil {
-			return queueOf(in.ChannelID(), in.ThreadTS())
+			return interactionThread(in)
 		}
+	case store.SlackKindCommand:
+		return "command:" + it.Key
 	}
 	return fmt.Sprintf("delivery:%d", it.ID)
 }
@@ -184,6 +196,9 @@ func (b *Bridge) handle(ctx context.Context, it *store.SlackInboxItem) (done boo
 				}
 			}
 		}
+		if m.Type == "app_home_opened" {
+			return false, b.homeOpened(ctx, it, m.User, m.Tab)
+		}
 		return b.handleMessage(ctx, it, m)
 	case store.SlackKindInteraction:
 		in, err := ParseInteraction(it.Body)
@@ -191,6 +206,8 @@ func (b *Bridge) handle(ctx context.Context, it *store.SlackInboxItem) (done boo
 			return false, fmt.Errorf("%w: %w", errMalformed, err)
 		}
 		return false, b.handleInteraction(ctx, it, in)
+	case store.SlackKindCommand:
+		return false, b.handleSlashRun(ctx, it)
 	default:
 		return false, fmt.Errorf("%w: unknown delivery kind %q", errMalformed, it.Kind)
 	}
@@ -238,10 +255,10 @@ func (b *Bridge) handleMessage(ctx context.Context, it *store.SlackInboxItem, m 
 		if err != nil {
 			return false, err
 		}
+		said := b.said(ctx, m, false)
+		said["text"] = b.markdown(ctx, m.Text, true)
 		_, err = b.store.SlackInboxAppendEvent(ctx, it.ID, &store.EventAppendParams{
-			SessionID: ses.ID, Type: "user_message", Actor: actor(m.User),
-			Payload: withSpeaker(map[string]any{"text": unescape(m.Text), "user": m.User, "channel": m.Channel, "ts": m.TS, "mention": false},
-				b.userName(ctx, m.User)),
+			SessionID: ses.ID, Type: "user_message", Actor: actor(m.User), Payload: said,
 		})
 		if err != nil {
 			return false, err
@@ -259,7 +276,7 @@ func actor(user string) string { return "slack:" + user }
 func (b *Bridge) reply(ctx context.Context, it *store.SlackInboxItem, suffix, channel, threadTS, text string) error {
 	return b.enqueueOutbox(ctx, &store.SlackOutboxAddParams{
 		DedupeKey: "reply:" + it.Key + ":" + suffix, Queue: queueOf(channel, threadTS),
-		Method: store.SlackPost, Channel: channel, ThreadTS: threadTS, Text: text,
+		Method: store.SlackPost, Channel: channel, ThreadTS: postTS(threadTS), Text: text,
 	})
 }
 
@@ -267,7 +284,7 @@ func (b *Bridge) reply(ctx context.Context, it *store.SlackInboxItem, suffix, ch
 func (b *Bridge) ephemeral(ctx context.Context, it *store.SlackInboxItem, suffix, channel, threadTS, user, text string) error {
 	return b.enqueueOutbox(ctx, &store.SlackOutboxAddParams{
 		DedupeKey: "eph:" + it.Key + ":" + suffix, Queue: queueOf(channel, threadTS),
-		Method: store.SlackEphemeral, Channel: channel, ThreadTS: threadTS, User: user, Text: text,
+		Method: store.SlackEphemeral, Channel: channel, ThreadTS: postTS(threadTS), User: user, Text: text,
 	})
 }
 

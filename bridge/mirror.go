@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
-
-	"github.com/slack-go/slack"
 
 	"github.com/holdfast-bot/holdfast/bridge/mrkdwn"
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -129,7 +127,7 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, ba
 	key := fmt.Sprintf("ev:%d", ev.ID)
 	line := func(text string) []*store.SlackOutboxAddParams {
 		return []*store.SlackOutboxAddParams{{DedupeKey: key, Queue: queueOf(channel, thread), Method: store.SlackPost,
-			Channel: channel, ThreadTS: thread, Text: text}}
+			Channel: channel, ThreadTS: postTS(thread), Text: text}}
 	}
 	switch ev.Type {
 	case "run_started":
@@ -141,11 +139,15 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, ba
 		}
 		return started
 	case "hold_opened":
-		return b.holdCards(ctx, channel, thread, p)
+		return append(b.holdCards(ctx, channel, thread, p), b.homeUpdates(ctx, key)...)
 	case "hold_approved_partial":
-		return b.holdApprovedPartial(ctx, key, p, batch)
+		return append(b.holdApprovedPartial(ctx, key, p, batch), b.homeUpdates(ctx, key)...)
 	case "hold_decided":
-		return b.holdDecided(ctx, key, channel, thread, ev.TS, p, batch)
+		return append(b.holdDecided(ctx, key, channel, thread, ev.TS, p, batch), b.homeUpdates(ctx, key)...)
+	case engine.EventHoldReminder:
+		return b.holdReminder(ctx, key, channel, thread, p)
+	case store.EventUserMessage:
+		return b.consoleMessage(ctx, key, channel, thread, ev)
 	case "run_finished":
 		switch st := str(p, "status"); st {
 		case "failed", "cancelled", "recovery_exhausted":
@@ -177,7 +179,7 @@ func markdownMessages(key, channel, thread, lead, md string) []*store.SlackOutbo
 	var out []*store.SlackOutboxAddParams
 	if lead != "" {
 		out = append(out, &store.SlackOutboxAddParams{DedupeKey: key + ":lead", Queue: queueOf(channel, thread),
-			Method: store.SlackPost, Channel: channel, ThreadTS: thread, Text: lead})
+			Method: store.SlackPost, Channel: channel, ThreadTS: postTS(thread), Text: lead})
 	}
 	fallback := mrkdwn.Fallback([]byte(md), 300)
 	for i, blocks := range mrkdwn.Blocks([]byte(md)) {
@@ -186,7 +188,7 @@ func markdownMessages(key, channel, thread, lead, md string) []*store.SlackOutbo
 			continue // slack-go's block types always marshal
 		}
 		out = append(out, &store.SlackOutboxAddParams{DedupeKey: fmt.Sprintf("%s:%d", key, i), Queue: queueOf(channel, thread),
-			Method: store.SlackPost, Channel: channel, ThreadTS: thread, Text: fallback, Blocks: string(bj)})
+			Method: store.SlackPost, Channel: channel, ThreadTS: postTS(thread), Text: fallback, Blocks: string(bj)})
 	}
 	return out
 }
@@ -199,7 +201,7 @@ func (b *Bridge) memoMessages(ctx context.Context, key, channel, thread string, 
 	if err != nil {
 		b.log.WarnContext(ctx, "slack: dispatched memo unreadable; posting its link only", slog.String("memo_id", id), slog.Any("error", err))
 		return []*store.SlackOutboxAddParams{{DedupeKey: key, Queue: queueOf(channel, thread), Method: store.SlackPost,
-			Channel: channel, ThreadTS: thread, Text: ":page_facing_up: Memo dispatched: " + link}}
+			Channel: channel, ThreadTS: postTS(thread), Text: ":page_facing_up: Memo dispatched: " + link}}
 	}
 	return markdownMessages(key, channel, thread, ":page_facing_up: Memo dispatched: "+link, m.Body)
 }
@@ -212,95 +214,6 @@ func orDefault(s, d string) string {
 }
 
 func cardKey(holdID, where string) string { return "card:" + holdID + ":" + where }
-
-// holdCards builds the hold card for the thread and, when configured, the
-// holds channel (SPEC §5).
-func (b *Bridge) holdCards(ctx context.Context, channel, thread string, p map[string]any) []*store.SlackOutboxAddParams {
-	holdID := str(p, "holdId")
-	if holdID == "" {
-		return nil
-	}
-	command, gate := str(p, "command"), orDefault(str(p, "gateLabel"), "Review")
-	workflow, needs := "`"+esc(command)+"`", ""
-	if h, err := b.store.HoldGetByID(ctx, holdID); err == nil {
-		if h.WorkflowName != "" {
-			workflow = fmt.Sprintf("%s (`%s`)", esc(h.WorkflowName), esc(command))
-		}
-		if h.RequiredApprovals > 1 {
-			needs = fmt.Sprintf(" · needs %d approvals", h.RequiredApprovals)
-		}
-	}
-	// The preview is the output's first section as the memo renderer splits
-	// it (≤ 3,000 chars, never cut inside a link or an entity).
-	preview, more := "_(empty output)_", false
-	if parts := mrkdwn.Blocks([]byte(str(p, "preview"))); len(parts) > 0 && len(parts[0]) > 0 {
-		if sec, ok := parts[0][0].(*slack.SectionBlock); ok && sec.Text != nil {
-			preview, more = sec.Text.Text, len(parts) > 1 || len(parts[0]) > 1
-		}
-	}
-	if more {
-		needs += " · preview shortened, the full output is in the console"
-	}
-	blocks := []slack.Block{
-		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType,
-			fmt.Sprintf(":raised_hand: *%s* is waiting for a steward — %s", esc(gate), workflow), false, false), nil, nil),
-		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, preview, false, true), nil, nil),
-		slack.NewActionBlock("hold:"+holdID,
-			slack.NewButtonBlockElement(actionApprove, holdID, slack.NewTextBlockObject(slack.PlainTextType, "Approve", false, false)).WithStyle(slack.StylePrimary),
-			slack.NewButtonBlockElement(actionReject, holdID, slack.NewTextBlockObject(slack.PlainTextType, "Reject", false, false)).WithStyle(slack.StyleDanger),
-		),
-		slack.NewContextBlock("", slack.NewTextBlockObject(slack.MarkdownType,
-			fmt.Sprintf("%s in the console · run `%s`%s", b.holdLink(holdID), esc(str(p, "runId")), needs), false, false)),
-	}
-	bj, _ := json.Marshal(blocks)
-	text := fmt.Sprintf("Hold: %s — %s waits for a steward", command, gate)
-	out := []*store.SlackOutboxAddParams{{DedupeKey: cardKey(holdID, "thread"), Queue: queueOf(channel, thread),
-		Method: store.SlackPost, Channel: channel, ThreadTS: thread, Text: text, Blocks: string(bj)}}
-	if hc := b.cfg.HoldsChannel; hc != "" {
-		out = append(out, &store.SlackOutboxAddParams{DedupeKey: cardKey(holdID, "holds"), Queue: queueOf(hc, ""),
-			Method: store.SlackPost, Channel: hc, Text: text + fmt.Sprintf(" (from <#%s>)", channel), Blocks: string(bj)})
-	}
-	return out
-}
-
-// holdDecided updates every card of the hold (buttons replaced by who
-// decided, how, when and why) and notes the decision in the thread.
-func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, at time.Time, p map[string]any,
-	batch map[string]*store.SlackOutboxAddParams) []*store.SlackOutboxAddParams {
-	holdID := str(p, "holdId")
-	status := str(p, "status")
-	verb, icon := "Approved", ":white_check_mark:"
-	if status == "rejected" {
-		verb, icon = "Rejected", ":no_entry_sign:"
-	}
-	who := mention(orDefault(str(p, "decidedBy"), "someone"))
-	decided := fmt.Sprintf("%s *%s* by %s via %s at <!date^%d^{date_short_pretty} {time}|%s>", icon, verb, who,
-		esc(orDefault(str(p, "decidedVia"), "console")), at.Unix(), at.UTC().Format(time.RFC3339))
-	if c := str(p, "comment"); c != "" {
-		decided += ": " + esc(c)
-	}
-	var out []*store.SlackOutboxAddParams
-	for _, where := range []string{"thread", "holds"} {
-		card, blocks := b.card(ctx, holdID, where, batch)
-		if card == nil {
-			continue
-		}
-		kept := blocks[:0]
-		for _, bl := range blocks {
-			if bl["type"] != "actions" {
-				kept = append(kept, bl)
-			}
-		}
-		kept = append(kept, map[string]any{"type": "context", "elements": []any{map[string]any{"type": "mrkdwn", "text": decided}}})
-		bj, _ := json.Marshal(kept)
-		out = append(out, &store.SlackOutboxAddParams{DedupeKey: "update:" + holdID + ":" + where, Queue: card.Queue,
-			Method: store.SlackUpdate, Channel: card.Channel, Text: fmt.Sprintf("Hold %s: %s by %s", holdID, strings.ToLower(verb), orDefault(str(p, "decidedBy"), "someone")),
-			Blocks: string(bj), RefKey: card.DedupeKey})
-	}
-	out = append(out, &store.SlackOutboxAddParams{DedupeKey: key, Queue: queueOf(channel, thread), Method: store.SlackPost,
-		Channel: channel, ThreadTS: thread, Text: decided})
-	return out
-}
 
 // card answers a hold's card as queued (by this mirror page or earlier) and
 // its blocks; nil when no card was queued there.

@@ -123,6 +123,8 @@ func (b *Bridge) deliver(ctx context.Context, m *store.SlackOutboxMsg) error {
 			return b.store.SlackOutboxRetry(ctx, m.ID, time.Now().Add(b.cfg.BackoffBase), "waiting for "+m.RefKey+" to be posted")
 		}
 		_, ts, _, err = b.api.UpdateMessageContext(ctx, m.Channel, ref.SentTS, opts...)
+	case store.SlackPublish:
+		err = b.publishHome(ctx, m)
 	default:
 		b.metrics.failed.Inc()
 		return b.store.SlackOutboxFail(ctx, m.ID, "unknown method "+m.Method)
@@ -131,7 +133,11 @@ func (b *Bridge) deliver(ctx context.Context, m *store.SlackOutboxMsg) error {
 		b.metrics.sent.Inc()
 		span.SetAttributes(attribute.String("slack.ts", ts))
 		log.DebugContext(ctx, "slack: sent", slog.String("ts", ts))
-		return b.store.SlackOutboxSent(ctx, m.ID, ts)
+		if err := b.store.SlackOutboxSent(ctx, m.ID, ts); err != nil {
+			return err
+		}
+		b.sentNotify()
+		return nil
 	}
 	tracing.Fail(span, "", err)
 	if ctx.Err() != nil {

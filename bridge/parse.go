@@ -57,6 +57,7 @@ type Message struct {
 	Text        string `json:"text"`
 	TS          string `json:"ts"`
 	ThreadTS    string `json:"thread_ts"`
+	Tab         string `json:"tab"` // app_home_opened: home | messages
 }
 
 // ParseMessage decodes an envelope's inner event.
@@ -77,10 +78,15 @@ func (m *Message) Root() string {
 	return m.TS
 }
 
-// Interaction is the part of an interactivity payload the bridge reads.
+// Interaction is the part of an interactivity payload the bridge reads:
+// block_actions (card and App Home buttons), view_submission (the review
+// and run-workflow modals) and message_action (the run_workflow shortcut).
 type Interaction struct {
-	Type string `json:"type"`
-	User struct {
+	Type       string `json:"type"`
+	CallbackID string `json:"callback_id"` // message_action
+	TriggerID  string `json:"trigger_id"`
+	View       View   `json:"view"` // view_submission; block_actions in a view (App Home)
+	User       struct {
 		ID       string `json:"id"`
 		Username string `json:"username"`
 		Name     string `json:"name"`
@@ -89,6 +95,7 @@ type Interaction struct {
 		ID string `json:"id"`
 	} `json:"channel"`
 	Container struct {
+		Type      string `json:"type"` // message | view
 		ChannelID string `json:"channel_id"`
 		MessageTS string `json:"message_ts"`
 		ThreadTS  string `json:"thread_ts"`
@@ -96,12 +103,46 @@ type Interaction struct {
 	Message struct {
 		TS       string `json:"ts"`
 		ThreadTS string `json:"thread_ts"`
+		Text     string `json:"text"`
+		User     string `json:"user"`
 	} `json:"message"`
 	Actions []struct {
 		ActionID string `json:"action_id"`
 		BlockID  string `json:"block_id"`
 		Value    string `json:"value"`
 	} `json:"actions"`
+}
+
+// View is the part of a view in an interaction payload the bridge reads.
+type View struct {
+	ID              string `json:"id"`
+	Type            string `json:"type"` // modal | home
+	CallbackID      string `json:"callback_id"`
+	PrivateMetadata string `json:"private_metadata"`
+	State           struct {
+		// Values holds each input's value by block_id and action_id.
+		Values map[string]map[string]ViewValue `json:"values"`
+	} `json:"state"`
+}
+
+// ViewValue is one input's state: a text input's value, or a radio
+// button's or select's chosen option.
+type ViewValue struct {
+	Type           string `json:"type"`
+	Value          string `json:"value"`
+	SelectedOption struct {
+		Value string `json:"value"`
+	} `json:"selected_option"`
+}
+
+// Input answers the value of the input blockID/actionID: a text's value or
+// an option's value ("" when absent).
+func (v *View) Input(blockID, actionID string) string {
+	x := v.State.Values[blockID][actionID]
+	if x.Value != "" {
+		return x.Value
+	}
+	return x.SelectedOption.Value
 }
 
 // ParseInteraction decodes an interactivity payload (the JSON in the
@@ -114,8 +155,11 @@ func ParseInteraction(payload []byte) (*Interaction, error) {
 	if in.Type == "" {
 		return nil, errors.New("interaction without a type")
 	}
-	if in.Type == "block_actions" && in.User.ID == "" {
-		return nil, errors.New("block_actions without a user")
+	switch in.Type {
+	case "block_actions", "view_submission", "message_action":
+		if in.User.ID == "" {
+			return nil, fmt.Errorf("%s without a user", in.Type)
+		}
 	}
 	return &in, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 
 	"github.com/slack-go/slack/socketmode"
 
@@ -42,7 +43,7 @@ func (b *Bridge) socketEvent(ctx context.Context, client *socketmode.Client, evt
 	case socketmode.EventTypeConnectionError, socketmode.EventTypeInvalidAuth, socketmode.EventTypeIncomingError:
 		b.log.Warn("slack: socket mode trouble", slog.String("type", string(evt.Type)), slog.Any("data", evt.Data))
 		return
-	case socketmode.EventTypeEventsAPI, socketmode.EventTypeInteractive:
+	case socketmode.EventTypeEventsAPI, socketmode.EventTypeInteractive, socketmode.EventTypeSlashCommand:
 	default:
 		return
 	}
@@ -50,29 +51,70 @@ func (b *Bridge) socketEvent(ctx context.Context, client *socketmode.Client, evt
 	if req == nil {
 		return
 	}
-	var kind, key string
 	switch evt.Type {
-	case socketmode.EventTypeEventsAPI:
-		env, err := ParseEnvelope(req.Payload)
-		if err != nil || env.Type != "event_callback" {
-			b.log.Warn("slack: socket mode event not stored", slog.String("envelope_id", req.EnvelopeID), slog.Any("error", err))
-			b.ack(ctx, client, req.EnvelopeID) // malformed: redelivery would not help
-			return
-		}
-		kind, key = store.SlackKindEvent, env.EventID
 	case socketmode.EventTypeInteractive:
 		in, err := ParseInteraction(req.Payload)
-		if err != nil || in.Type != "block_actions" {
+		if err != nil {
 			b.ack(ctx, client, req.EnvelopeID)
 			return
 		}
-		kind, key = store.SlackKindInteraction, interactionKey(req.Payload)
+		// Modals open before the ack; clicks and submissions are stored.
+		if err := b.interaction(ctx, in, req.Payload); err != nil {
+			b.log.Error("slack: storing socket mode interaction; leaving it unacknowledged", slog.String("envelope_id", req.EnvelopeID), slog.Any("error", err))
+			return
+		}
+		b.ack(ctx, client, req.EnvelopeID)
+		return
+	case socketmode.EventTypeSlashCommand:
+		form, err := slashForm(req.Payload)
+		if err != nil {
+			b.ack(ctx, client, req.EnvelopeID)
+			return
+		}
+		resp, err := b.slashCommand(ctx, form)
+		if err != nil {
+			b.log.Error("slack: socket mode slash command; leaving it unacknowledged", slog.String("envelope_id", req.EnvelopeID), slog.Any("error", err))
+			return
+		}
+		var body any
+		if resp != nil {
+			body = resp
+		}
+		if err := client.AckCtx(ctx, req.EnvelopeID, body); err != nil {
+			b.log.Warn("slack: socket mode ack failed", slog.String("envelope_id", req.EnvelopeID), slog.Any("error", err))
+		}
+		return
 	}
-	if err := b.Accept(ctx, kind, key, json.RawMessage(req.Payload)); err != nil {
+	env, err := ParseEnvelope(req.Payload)
+	if err != nil || env.Type != "event_callback" {
+		b.log.Warn("slack: socket mode event not stored", slog.String("envelope_id", req.EnvelopeID), slog.Any("error", err))
+		b.ack(ctx, client, req.EnvelopeID) // malformed: redelivery would not help
+		return
+	}
+	if err := b.Accept(ctx, store.SlackKindEvent, env.EventID, json.RawMessage(req.Payload)); err != nil {
 		b.log.Error("slack: storing socket mode delivery; leaving it unacknowledged", slog.String("envelope_id", req.EnvelopeID), slog.Any("error", err))
 		return
 	}
 	b.ack(ctx, client, req.EnvelopeID)
+}
+
+// slashForm turns a Socket Mode slash command (JSON of the form's fields)
+// into the form HTTP mode receives.
+func slashForm(payload []byte) (url.Values, error) {
+	var fields map[string]any
+	if err := json.Unmarshal(payload, &fields); err != nil {
+		return nil, err
+	}
+	form := url.Values{}
+	for k, v := range fields {
+		if s, ok := v.(string); ok {
+			form.Set(k, s)
+		}
+	}
+	if form.Get("command") == "" {
+		return nil, fmt.Errorf("slash command without a command")
+	}
+	return form, nil
 }
 
 func (b *Bridge) ack(ctx context.Context, client *socketmode.Client, envelopeID string) {

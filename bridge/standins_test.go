@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -68,6 +69,27 @@ func (e *recordingEngine) Decide(ctx context.Context, p engine.DecideParams) (*s
 	return &store.Hold{ID: p.HoldID, Status: store.HoldRejected, RequiredApprovals: 1}, nil
 }
 
+func (e *recordingEngine) IsSteward(ctx context.Context, d engine.Decider) (bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stewards[d.SlackUserID], nil
+}
+
+func (e *recordingEngine) SlackStewards(ctx context.Context) ([]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for id, ok := range e.stewards {
+		if ok {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (e *recordingEngine) Subscribe(func(engine.Event)) {}
+
 func (e *recordingEngine) snapshot() ([]engine.EnqueueParams, []engine.DecideParams) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -76,7 +98,7 @@ func (e *recordingEngine) snapshot() ([]engine.EnqueueParams, []engine.DecidePar
 
 // openHold stores a suspended run with an open hold in session sessionID,
 // as the engine would leave it, and answers the hold's id.
-func (tb *testBundle) openHold(t *testing.T, sessionID string) string {
+func (tb *testBundle) openHold(t testing.TB, sessionID string) string {
 	t.Helper()
 	tb.addWorkflow(t, "/held", "live", "held")
 	wf, err := tb.store.WorkflowGetByCommand(tb.ctx, "/held")

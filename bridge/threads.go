@@ -45,17 +45,21 @@ const userNameTTL = 24 * time.Hour
 const userInfoTimeout = 2 * time.Second
 
 // userName is the display name of a Slack user ("" when it cannot be had
-// within ctx): the cached one while fresh, else users.info's (cached). A
-// stale cached name still serves when Slack does not answer.
-func (b *Bridge) userName(ctx context.Context, user string) string {
+// within ctx): the cached one (in the store, shared by replicas) while
+// fresh, else users.info's (cached). A stale cached name still serves when
+// Slack does not answer, and is all that is asked for without fetch.
+func (b *Bridge) userName(ctx context.Context, user string, fetch bool) string {
 	if user == "" {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, userInfoTimeout)
 	defer cancel()
 	cached, err := b.store.SlackUserGet(ctx, user)
-	if err == nil && time.Since(cached.FetchedAt) < userNameTTL {
+	if err == nil && (time.Since(cached.FetchedAt) < userNameTTL || !fetch) {
 		return cached.Name
+	}
+	if !fetch {
+		return ""
 	}
 	stale := ""
 	if err == nil {
@@ -322,7 +326,7 @@ func (b *Bridge) backfillEvents(ctx context.Context, bf *store.SlackBackfill, ms
 		}
 		p["text"] = unescape(stripMention(msg.Text, botUser))
 		out = append(out, &store.EventAppendParams{Type: store.EventUserMessage, Actor: actor(msg.User),
-			Payload: withSpeaker(p, b.userName(ctx, msg.User))})
+			Payload: withSpeaker(p, b.userName(ctx, msg.User, true))})
 	}
 	return out
 }

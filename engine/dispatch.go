@@ -164,8 +164,13 @@ func (x *exec) hold(ctx context.Context, i int, id, label string) (*store.Run, e
 		exp := x.e.cfg.Now().Add(p.HoldTimeout)
 		h.ExpiresAt = &exp
 	}
+	h.Title = HoldTitle(h, x.run.Payload)
+	if p.RemindAfter > 0 {
+		at := x.e.cfg.Now().Add(p.RemindAfter)
+		h.RemindEvery, h.RemindAt = p.RemindAfter, &at
+	}
 	events := append(x.events, store.EventAppendParams{Type: EventHoldOpened, Actor: "engine", Payload: map[string]any{
-		"holdId": h.ID, "runId": x.run.ID, "command": h.Command, "gateLabel": h.GateLabel, "preview": h.Preview}})
+		"holdId": h.ID, "runId": x.run.ID, "command": h.Command, "gateLabel": h.GateLabel, "preview": h.Preview, "title": h.Title}})
 	hold, err := x.e.store.RunSuspend(ctx, &store.RunSuspendParams{
 		RunCheckpointParams: store.RunCheckpointParams{RunID: x.run.ID, Lease: x.run.Lease, Now: x.e.cfg.Now(),
 			Manifest: x.manifestArg(), Steps: x.steps, State: x.stateJSON(), Guards: x.guardsJSON(), Usage: x.usage(), Events: events},

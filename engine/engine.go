@@ -249,8 +249,8 @@ func (e *Engine) signal() {
 	}
 }
 
-// Start runs the worker pool, the maintenance loop (recovery, hold timeouts,
-// the safety-net tick) and the scheduler until ctx ends, then waits for
+// Start runs the worker pool, the maintenance loop (recovery, hold timeouts
+// and reminders, the safety-net tick) and the scheduler until ctx ends, then waits for
 // workers to stop. Runs interrupted by shutdown are released for immediate
 // recovery at the next start.
 func (e *Engine) Start(ctx context.Context) error {
@@ -465,6 +465,9 @@ func (e *Engine) maintain(ctx context.Context) {
 		if _, err := e.expireHolds(ctx); err != nil {
 			e.logErr(ctx, "expiring holds", err)
 		}
+		if _, err := e.remindHolds(ctx); err != nil {
+			e.logErr(ctx, "sending hold reminders", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -528,7 +531,8 @@ type PassResult struct {
 }
 
 // RunPass runs one pass synchronously: resume approved runs (≤5), claim and
-// run pending items (≤3 per worker), recover stuck runs and expire holds. An
+// run pending items (≤3 per worker), recover stuck runs, expire holds and
+// send the hold reminders that are due. An
 // empty queue costs one indexed count. Runs it starts finish even if the
 // caller (an HTTP cron request) goes away.
 func (e *Engine) RunPass(ctx context.Context) (PassResult, error) {
@@ -556,6 +560,9 @@ func (e *Engine) RunPass(ctx context.Context) (PassResult, error) {
 	}
 	res.Recovered, res.Exhausted = len(recovered), len(exhausted)
 	if _, err := e.expireHolds(ctx); err != nil {
+		return res, err
+	}
+	if _, err := e.remindHolds(ctx); err != nil {
 		return res, err
 	}
 

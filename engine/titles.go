@@ -26,17 +26,22 @@ func RunTitle(r *store.Run) string {
 // HoldTitle says what is being decided (SPEC §4.3): the output's first #
 // heading, else payload.title, else the first line of payload.brief, else
 // the gate label, else the workflow's name or command. payload is the held
-// run's (nil when unknown). Holds do not store their title yet; this derives
-// it in one place so that storing it later changes nothing shown.
+// run's (nil when unknown). A hold keeps the title it opened with (h.Title,
+// derived by this rule), which answers unless an edited output brings a
+// heading of its own; holds opened before titles were kept are derived.
 func HoldTitle(h *store.Hold, payload map[string]any) string {
 	if h == nil {
 		return ""
 	}
-	out := h.Output
 	if h.EditedOutput != nil && *h.EditedOutput != "" {
-		out = *h.EditedOutput
+		if t := clip(strings.TrimSpace(workflow.FirstHeading([]byte(*h.EditedOutput)))); t != "" {
+			return t
+		}
 	}
-	if t := clip(strings.TrimSpace(workflow.FirstHeading([]byte(out)))); t != "" {
+	if h.Title != "" {
+		return h.Title
+	}
+	if t := clip(strings.TrimSpace(workflow.FirstHeading([]byte(h.Output)))); t != "" {
 		return t
 	}
 	if t := payloadTitle(payload); t != "" {

@@ -349,7 +349,10 @@ type HoldApproval struct {
 	Comment string    `json:"comment"`
 }
 
-// Hold is a stewardship hold (SPEC §4.3).
+// Hold is a stewardship hold (SPEC §4.3). Title says what is being decided,
+// set when the hold opens (holds opened before titles were kept have none).
+// RemindEvery is Policy `Remind after` (0: no reminders); RemindersSent
+// counts the reminders sent and RemindAt is when the next is due (nil: none).
 type Hold struct {
 	ID                string         `json:"id"`
 	RunID             string         `json:"runId"`
@@ -359,6 +362,7 @@ type Hold struct {
 	Command           string         `json:"command"`
 	WorkflowName      string         `json:"workflowName"`
 	GateLabel         string         `json:"gateLabel"`
+	Title             string         `json:"title"`
 	Status            string         `json:"status"`
 	Preview           string         `json:"preview"`
 	Output            string         `json:"output"`
@@ -372,6 +376,9 @@ type Hold struct {
 	EditedOutput      *string        `json:"editedOutput"`
 	ExpiresAt         *time.Time     `json:"expiresAt"`
 	OnTimeout         string         `json:"onTimeout"`
+	RemindEvery       time.Duration  `json:"-"`
+	RemindersSent     int            `json:"remindersSent"`
+	RemindAt          *time.Time     `json:"remindAt"`
 	CreatedAt         time.Time      `json:"createdAt"`
 }
 

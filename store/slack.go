@@ -154,6 +154,7 @@ type SlackBackfillPageParams struct {
 const (
 	SlackKindEvent       = "event"       // an Events API callback (outer JSON)
 	SlackKindInteraction = "interaction" // an interactivity payload (JSON)
+	SlackKindCommand     = "command"     // a slash command (its form, URL-encoded)
 )
 
 // SlackInboxAddParams is one inbound delivery as Slack sent it.
@@ -177,6 +178,9 @@ const (
 	SlackPost      = "chat.postMessage"
 	SlackUpdate    = "chat.update"
 	SlackEphemeral = "chat.postEphemeral"
+	// SlackPublish publishes User's App Home; the bridge renders the view
+	// when it sends it, so a queued publish always shows the latest state.
+	SlackPublish = "views.publish"
 )
 
 // Outbox statuses.

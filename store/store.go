@@ -72,6 +72,7 @@ type Store interface {
 	SessionStore
 	EngineStore  // store/engine.go: queue items, runs, holds
 	SlackStore   // store/slack.go: the Slack inbox and outbox
+	StewardStore // store/steward.go: hold reminders, App Home reads
 	ConsoleStore // store/console.go: console sign-in sessions
 	InsightStore // store/insight.go: usage and edges of understanding
 

@@ -128,6 +128,12 @@ type MessageResult struct {
 // is answered in the transcript (see commandMessage). A second message while
 // a turn runs is refused (ErrConflict) and changes nothing.
 func (s *Service) Message(ctx context.Context, id, text string, by engine.Decider, background bool) (*MessageResult, error) {
+	return s.MessageWith(ctx, id, text, nil, by, background)
+}
+
+// MessageWith is Message with more fields for the user_message's payload
+// (a Slack message's raw text, its user and ts); "text" is always text.
+func (s *Service) MessageWith(ctx context.Context, id, text string, extra map[string]any, by engine.Decider, background bool) (*MessageResult, error) {
 	text = strings.TrimSpace(text)
 	if text == "" {
 		return nil, invalidf("text is required")
@@ -196,7 +202,7 @@ func (s *Service) Message(ctx context.Context, id, text string, by engine.Decide
 		name := firstLine(text, 80)
 		title = &name
 	}
-	said := map[string]any{"text": text}
+	said := messagePayload(text, extra)
 	if sp := speakerOf(by); sp != "" {
 		said[thread.KeySpeaker] = sp
 	}
@@ -247,6 +253,15 @@ func speakerOf(by engine.Decider) string {
 		return "key:" + by.KeyID
 	}
 	return ""
+}
+
+func messagePayload(text string, extra map[string]any) map[string]any {
+	p := make(map[string]any, len(extra)+1)
+	for k, v := range extra {
+		p[k] = v
+	}
+	p["text"] = text
+	return p
 }
 
 // commandMessage runs a core command typed as a message and answers it in

@@ -422,6 +422,10 @@ func TestPolicyFields(t *testing.T) {
 		{name: "hold timeout", item: "- **Hold timeout** `24h`", want: pol(func(p *Policy) { p.HoldTimeout = 24 * time.Hour })},
 		{name: "hold timeout days", item: "- **Hold timeout** 2d", want: pol(func(p *Policy) { p.HoldTimeout = 48 * time.Hour })},
 		{name: "hold timeout bad", item: "- **Hold timeout** tomorrow", err: `bad Hold timeout "tomorrow"`},
+		{name: "remind after", item: "- **Remind after** `4h`", want: pol(func(p *Policy) { p.RemindAfter = 4 * time.Hour })},
+		{name: "remind after days", item: "- **Remind after** 1d", want: pol(func(p *Policy) { p.RemindAfter = 24 * time.Hour })},
+		{name: "remind after none", item: "- **Remind after** none", want: pol(func(p *Policy) {})},
+		{name: "remind after bad", item: "- **Remind after** soon", err: `bad Remind after "soon"`},
 
 		{name: "on timeout without hold timeout", item: "- **On timeout** approve", err: "no effect without a Hold timeout"},
 

@@ -14,7 +14,7 @@ import (
 const (
 	triggerFields = "Command, Invoke, Status, Summary"
 	loadFields    = "Gate, Hook, Trigger, Search, Thread, Edges"
-	policyFields  = "Approval, Destination, Model, Gate label, Timeout, Retries, Self approval, Approvals, Hold timeout, On timeout, Token budget"
+	policyFields  = "Approval, Destination, Model, Gate label, Timeout, Retries, Self approval, Approvals, Hold timeout, On timeout, Token budget, Remind after"
 
 	// Slack caps slash commands at 32 characters including the slash; a
 	// longer Command could never be typed there.
@@ -170,7 +170,7 @@ func (c *compiler) policy(s *section) {
 	for _, f := range c.fields(s, policyFields) {
 		switch f.name {
 		case "approval", "destination", "model", "gate label", "timeout", "retries",
-			"self approval", "approvals", "hold timeout", "on timeout", "token budget":
+			"self approval", "approvals", "hold timeout", "on timeout", "token budget", "remind after":
 		default:
 			c.unknownField(f, "Policy", policyFields)
 			continue
@@ -211,6 +211,10 @@ func (c *compiler) policy(s *section) {
 		case "hold timeout":
 			if d, ok := c.duration(f); ok {
 				p.HoldTimeout = d
+			}
+		case "remind after":
+			if d, ok := c.duration(f); ok {
+				p.RemindAfter = d
 			}
 		case "retries":
 			if n, ok := c.intIn(f, 0, maxRetries); ok {

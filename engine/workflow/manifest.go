@@ -101,6 +101,9 @@ type Policy struct {
 	HoldTimeout  time.Duration `json:"holdTimeout"`
 	OnTimeout    string        `json:"onTimeout"`
 	TokenBudget  int64         `json:"tokenBudget,omitempty"`
+	// RemindAfter is the interval of an open hold's reminders (SPEC §4.3:
+	// at most three, mentioning the stewards who may decide); 0: none.
+	RemindAfter time.Duration `json:"remindAfter"`
 }
 
 // DefaultPolicy is what a workflow gets for every Policy field it omits.

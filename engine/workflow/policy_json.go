@@ -16,7 +16,8 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 		plain
 		Timeout     string `json:"timeout"`
 		HoldTimeout string `json:"holdTimeout"`
-	}{plain(p), p.Timeout.String(), p.HoldTimeout.String()})
+		RemindAfter string `json:"remindAfter"`
+	}{plain(p), p.Timeout.String(), p.HoldTimeout.String(), p.RemindAfter.String()})
 }
 
 // UnmarshalJSON reads durations written either way: as strings, and as the
@@ -28,11 +29,14 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 		*plain
 		Timeout     jsonDuration `json:"timeout"`
 		HoldTimeout jsonDuration `json:"holdTimeout"`
-	}{plain: (*plain)(p), Timeout: jsonDuration(p.Timeout), HoldTimeout: jsonDuration(p.HoldTimeout)}
+		RemindAfter jsonDuration `json:"remindAfter"`
+	}{plain: (*plain)(p), Timeout: jsonDuration(p.Timeout), HoldTimeout: jsonDuration(p.HoldTimeout),
+		RemindAfter: jsonDuration(p.RemindAfter)}
 	if err := json.Unmarshal(b, &aux); err != nil {
 		return err
 	}
 	p.Timeout, p.HoldTimeout = time.Duration(aux.Timeout), time.Duration(aux.HoldTimeout)
+	p.RemindAfter = time.Duration(aux.RemindAfter)
 	return nil
 }
 

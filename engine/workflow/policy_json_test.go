@@ -11,11 +11,12 @@ import (
 func TestPolicyJSON(t *testing.T) {
 	t.Parallel()
 	p := DefaultPolicy()
-	p.Timeout, p.HoldTimeout, p.GateLabel = 2*time.Minute, 24*time.Hour, "Review"
+	p.Timeout, p.HoldTimeout, p.GateLabel, p.RemindAfter = 2*time.Minute, 24*time.Hour, "Review", 4*time.Hour
 	b, err := json.Marshal(p)
 	require.NoError(t, err)
 	require.Contains(t, string(b), `"timeout":"2m0s"`, "durations read as people write them")
 	require.Contains(t, string(b), `"holdTimeout":"24h0m0s"`)
+	require.Contains(t, string(b), `"remindAfter":"4h0m0s"`)
 	require.Contains(t, string(b), `"gateLabel":"Review"`)
 
 	for _, tc := range []struct {

@@ -14,7 +14,7 @@ import (
 
 const holdColumns = `id, run_id, item_id, session_id, owner_uid, command, workflow_name, gate_label, status, preview, output,
 	approvals, required_approvals, self_approval, decided_by, decided_via, decided_at, comment, edited_output,
-	expires_at, on_timeout, created_at`
+	expires_at, on_timeout, created_at, title, remind_every_ms, reminders_sent, remind_at`
 
 func scanHold(row scanner) (*store.Hold, error) {
 	var (
@@ -22,10 +22,13 @@ func scanHold(row scanner) (*store.Hold, error) {
 		approvals, created         string
 		selfApproval               int
 		decidedAt, edited, expires sql.NullString
+		remindEvery                int64
+		remindAt                   sql.NullString
 	)
 	if err := row.Scan(&h.ID, &h.RunID, &h.ItemID, &h.SessionID, &h.OwnerUID, &h.Command, &h.WorkflowName, &h.GateLabel,
 		&h.Status, &h.Preview, &h.Output, &approvals, &h.RequiredApprovals, &selfApproval, &h.DecidedBy, &h.DecidedVia,
-		&decidedAt, &h.Comment, &edited, &expires, &h.OnTimeout, &created); err != nil {
+		&decidedAt, &h.Comment, &edited, &expires, &h.OnTimeout, &created, &h.Title, &remindEvery, &h.RemindersSent,
+		&remindAt); err != nil {
 		return nil, interpretError(err)
 	}
 	var rows []approvalRow
@@ -41,6 +44,7 @@ func scanHold(row scanner) (*store.Hold, error) {
 		h.EditedOutput = &s
 	}
 	h.CreatedAt = parseTime(created)
+	h.RemindEvery, h.RemindAt = time.Duration(remindEvery)*time.Millisecond, nullTime(remindAt)
 	return &h, nil
 }
 

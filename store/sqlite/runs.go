@@ -222,11 +222,12 @@ func (db *DB) RunSuspend(ctx context.Context, p *store.RunSuspendParams) (*store
 		hp := p.Hold
 		ts := formatTime(nowOr(p.Now))
 		if _, err := tx.ExecContext(ctx, `INSERT INTO holds (id, run_id, item_id, session_id, owner_uid, command,
-			workflow_name, gate_label, status, preview, output, required_approvals, self_approval, expires_at, on_timeout, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?)`,
+			workflow_name, gate_label, status, preview, output, required_approvals, self_approval, expires_at, on_timeout, created_at,
+			title, remind_every_ms, remind_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			hp.ID, p.RunID, hp.ItemID, hp.SessionID, hp.OwnerUID, hp.Command, hp.WorkflowName, hp.GateLabel,
 			hp.Preview, hp.Output, max(hp.RequiredApprovals, 1), boolInt(hp.SelfApproval), nullTimeArg(hp.ExpiresAt),
-			hp.OnTimeout, ts); err != nil {
+			hp.OnTimeout, ts, hp.Title, hp.RemindEvery.Milliseconds(), nullTimeArg(hp.RemindAt)); err != nil {
 			return err
 		}
 		// A run held again (its output's review after a Token budget hold)

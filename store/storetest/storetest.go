@@ -173,6 +173,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	runSessions(t, newStore)
 	runSlack(t, newStore)
 	runEngine(t, newStore)
+	runSteward(t, newStore)
 	runSearch(t, newStore)
 	runSlackThreads(t, newStore)
 	runInsight(t, newStore)

@@ -3,6 +3,10 @@
 // it records every call's form values, implements chat.update, issues unique
 // "<sec>.<6 digits>" timestamps, and can be told to fail for a while.
 //
+// It keeps the views opened (views.open) and each user's published App
+// Home (views.publish), answers chat.getPermalink and users.info (users
+// added with AddUser), and auth.test with the workspace URL.
+//
 // It also keeps the messages posted, with their message metadata, and
 // answers conversations.replies and conversations.history from them as
 // Slack does (paged, oldest/latest bounds, metadata only with
@@ -66,8 +70,28 @@ type Server struct {
 	postDelay time.Duration
 	inFlight  int
 
-	threads threads // threads.go
+	threads     threads                    // threads.go
+	views       []View                     // opened, in order
+	ackPayloads map[string]json.RawMessage // Socket Mode acks' payloads by envelope id
+	homes       map[string]json.RawMessage // each user's latest App Home
+	viewID      int
 }
+
+// View is a view opened with views.open.
+type View struct {
+	TriggerID string
+	ID        string
+	// View is the view as the bridge sent it (Slack's JSON).
+	View json.RawMessage
+}
+
+// User is a workspace member as users.info answers.
+type User struct {
+	ID, Name, RealName, DisplayName string
+}
+
+// WorkspaceURL is the workspace URL auth.test answers.
+const WorkspaceURL = "https://holdfast-test.slack.test/"
 
 // Message is a message as the fake keeps it.
 type Message struct {
@@ -101,7 +125,8 @@ type failure struct {
 
 // New starts a fake Slack; it stops with the test.
 func New(t testing.TB) *Server {
-	s := &Server{t: t, acks: make(chan string, 1024), connected: make(chan struct{}, 16), messages: map[string][]*Message{}}
+	s := &Server{t: t, acks: make(chan string, 1024), connected: make(chan struct{}, 16), messages: map[string][]*Message{},
+		homes: map[string]json.RawMessage{}, ackPayloads: map[string]json.RawMessage{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.api)
 	mux.HandleFunc("/ws", s.ws)
@@ -203,6 +228,28 @@ func compareTS(a, b string) int {
 	return strings.Compare(af+strings.Repeat("0", 6-min(len(af), 6)), bf+strings.Repeat("0", 6-min(len(bf), 6)))
 }
 
+// AddUser makes users.info know u (SetUser, with a User).
+func (s *Server) AddUser(u User) { s.SetUser(u.ID, u.Name, u.DisplayName, u.RealName) }
+
+// Views returns the views opened so far, in order.
+func (s *Server) Views() []View {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]View(nil), s.views...)
+}
+
+// Home returns the App Home last published for user (nil: none).
+func (s *Server) Home(user string) json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.homes[user]
+}
+
+// Permalink is the link chat.getPermalink answers for a message.
+func Permalink(channel, ts string) string {
+	return WorkspaceURL + "archives/" + channel + "/p" + strings.Replace(ts, ".", "", 1)
+}
+
 // Recover drops any failures still queued by FailNext.
 func (s *Server) Recover() {
 	s.mu.Lock()
@@ -255,7 +302,13 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for k, v := range body {
-			form[k] = fmt.Sprint(v)
+			switch v.(type) {
+			case map[string]any, []any:
+				b, _ := json.Marshal(v) // a view: kept as the JSON it came as
+				form[k] = string(b)
+			default:
+				form[k] = fmt.Sprint(v)
+			}
 		}
 	} else {
 		if err := r.ParseMultipartForm(1 << 20); err != nil && err != http.ErrNotMultipart {
@@ -288,7 +341,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	var resp map[string]any
 	switch method {
 	case "auth.test":
-		resp = map[string]any{"ok": true, "user_id": BotUserID, "bot_id": BotID, "team_id": TeamID, "user": "holdfast"}
+		resp = map[string]any{"ok": true, "user_id": BotUserID, "bot_id": BotID, "team_id": TeamID, "user": "holdfast", "url": WorkspaceURL}
 	case "apps.connections.open":
 		resp = map[string]any{"ok": true, "url": "ws" + strings.TrimPrefix(s.URL, "http") + "/ws"}
 	case "chat.postMessage":
@@ -344,6 +397,16 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		resp = s.userInfo(form)
 	case "chat.postEphemeral":
 		resp = map[string]any{"ok": true, "message_ts": s.nextTS()}
+	case "views.open":
+		resp = s.openView(form)
+	case "views.publish":
+		resp = s.publishView(form)
+	case "chat.getPermalink":
+		if form["channel"] == "" || form["message_ts"] == "" {
+			resp = map[string]any{"ok": false, "error": "invalid_arguments"}
+			break
+		}
+		resp = map[string]any{"ok": true, "channel": form["channel"], "permalink": Permalink(form["channel"], form["message_ts"])}
 	default:
 		resp = map[string]any{"ok": false, "error": "unknown_method"}
 	}
@@ -351,6 +414,37 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// openView answers views.open as Slack does: the view with its new id.
+func (s *Server) openView(form map[string]string) map[string]any {
+	var view map[string]any
+	if form["trigger_id"] == "" {
+		return map[string]any{"ok": false, "error": "invalid_trigger_id"}
+	}
+	if err := json.Unmarshal([]byte(form["view"]), &view); err != nil || view["type"] != "modal" {
+		return map[string]any{"ok": false, "error": "invalid_arguments"}
+	}
+	s.viewID++
+	id := fmt.Sprintf("V%06d", s.viewID)
+	s.views = append(s.views, View{TriggerID: form["trigger_id"], ID: id, View: json.RawMessage(form["view"])})
+	view["id"] = id
+	return map[string]any{"ok": true, "view": view}
+}
+
+// publishView answers views.publish: the user's Home is the view.
+func (s *Server) publishView(form map[string]string) map[string]any {
+	var view map[string]any
+	if form["user_id"] == "" {
+		return map[string]any{"ok": false, "error": "invalid_arguments"}
+	}
+	if err := json.Unmarshal([]byte(form["view"]), &view); err != nil || view["type"] != "home" {
+		return map[string]any{"ok": false, "error": "invalid_arguments"}
+	}
+	s.homes[form["user_id"]] = json.RawMessage(form["view"])
+	s.viewID++
+	view["id"] = fmt.Sprintf("V%06d", s.viewID)
+	return map[string]any{"ok": true, "view": view}
 }
 
 // wire is a message in Slack's JSON (slack-go's Msg field names); metadata
@@ -493,11 +587,15 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 	s.connected <- struct{}{}
 	for {
 		var ack struct {
-			EnvelopeID string `json:"envelope_id"`
+			EnvelopeID string          `json:"envelope_id"`
+			Payload    json.RawMessage `json:"payload"`
 		}
 		if err := c.ReadJSON(&ack); err != nil {
 			return
 		}
+		s.mu.Lock()
+		s.ackPayloads[ack.EnvelopeID] = ack.Payload
+		s.mu.Unlock()
 		s.acks <- ack.EnvelopeID
 	}
 }
@@ -525,6 +623,14 @@ func (s *Server) SendEnvelope(envelopeID, typ string, payload json.RawMessage) e
 		}
 	}
 	return nil
+}
+
+// AckPayload is the payload a Socket Mode ack carried (a slash command's
+// answer), or nil.
+func (s *Server) AckPayload(envelopeID string) json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ackPayloads[envelopeID]
 }
 
 // Acks delivers acknowledged envelope ids as the client sends them.
