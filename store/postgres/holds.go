@@ -12,18 +12,20 @@ import (
 
 const holdColumns = `id, run_id, item_id, session_id, owner_uid, command, workflow_name, gate_label, status, preview, output,
 	approvals, required_approvals, self_approval, decided_by, decided_via, decided_at, comment, edited_output,
-	expires_at, on_timeout, created_at`
+	expires_at, on_timeout, created_at, title, remind_every_ms, reminders_sent, remind_at`
 
 func scanHold(row scanner) (*store.Hold, error) {
 	var (
-		h         store.Hold
-		approvals string
+		h           store.Hold
+		approvals   string
+		remindEvery int64
 	)
 	if err := row.Scan(&h.ID, &h.RunID, &h.ItemID, &h.SessionID, &h.OwnerUID, &h.Command, &h.WorkflowName, &h.GateLabel,
 		&h.Status, &h.Preview, &h.Output, &approvals, &h.RequiredApprovals, &h.SelfApproval, &h.DecidedBy, &h.DecidedVia,
-		&h.DecidedAt, &h.Comment, &h.EditedOutput, &h.ExpiresAt, &h.OnTimeout, &h.CreatedAt); err != nil {
+		&h.DecidedAt, &h.Comment, &h.EditedOutput, &h.ExpiresAt, &h.OnTimeout, &h.CreatedAt, &h.Title, &remindEvery, &h.RemindersSent, &h.RemindAt); err != nil {
 		return nil, interpretError(err)
 	}
+	h.RemindEvery = time.Duration(remindEvery) * time.Millisecond
 	var rows []approvalRow
 	_ = json.Unmarshal([]byte(approvals), &rows)
 	h.Approvals = make([]store.HoldApproval, len(rows))

@@ -193,14 +193,16 @@ func (db *DB) RunSuspend(ctx context.Context, p *store.RunSuspendParams) (*store
 		var err error
 		h, err = scanHold(tx.QueryRow(ctx, `WITH ins AS (
 				INSERT INTO holds (id, run_id, item_id, session_id, owner_uid, command, workflow_name, gate_label, status,
-					preview, output, required_approvals, self_approval, expires_at, on_timeout, created_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'open', $9, $10, $11, $12, $13, $14, $15) RETURNING *),
+					preview, output, required_approvals, self_approval, expires_at, on_timeout, created_at,
+					title, remind_every_ms, remind_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'open', $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING *),
 			-- A run held again (its output's review after a Token budget
 			-- hold) starts its new hold undecided.
 			upd AS (UPDATE workflow_runs SET hold_id = $1, decision = '', decided_output = NULL WHERE id = $2)
 			SELECT `+holdColumns+` FROM ins`,
 			hp.ID, p.RunID, hp.ItemID, hp.SessionID, hp.OwnerUID, hp.Command, hp.WorkflowName, hp.GateLabel,
-			hp.Preview, hp.Output, max(hp.RequiredApprovals, 1), hp.SelfApproval, hp.ExpiresAt, hp.OnTimeout, now))
+			hp.Preview, hp.Output, max(hp.RequiredApprovals, 1), hp.SelfApproval, hp.ExpiresAt, hp.OnTimeout, now,
+			hp.Title, hp.RemindEvery.Milliseconds(), hp.RemindAt))
 		return err
 	})
 	if err != nil {

@@ -1,0 +1,63 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// remindDueQuery walks the holds_remind partial index: only open holds with
+// a reminder still to send are in it (the status is written literally so a
+// generic plan can use it).
+const remindDueQuery = `SELECT ` + holdColumns + ` FROM holds
+	WHERE status = 'open' AND remind_at IS NOT NULL AND remind_at <= $1 ORDER BY remind_at, id LIMIT $2`
+
+// HoldListRemindDue lists open holds whose next reminder is due at now.
+func (db *DB) HoldListRemindDue(ctx context.Context, now time.Time, limit int) ([]*store.Hold, error) {
+	return db.holdQuery(ctx, remindDueQuery, utc(now), max(limit, 1))
+}
+
+// HoldRemind records one reminder, compare-and-set on the count the engine
+// read (see store.HoldRemindParams): a concurrent reminder of the same hold
+// waits on the row lock, then finds the count moved and writes nothing.
+func (db *DB) HoldRemind(ctx context.Context, p *store.HoldRemindParams) (*store.Hold, error) {
+	var h *store.Hold
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		var sessionID string
+		err := tx.QueryRow(ctx, `UPDATE holds SET reminders_sent = reminders_sent + 1, remind_at = $1
+			WHERE id = $2 AND status = 'open' AND reminders_sent = $3 AND remind_at IS NOT NULL
+			RETURNING (SELECT session_id FROM workflow_runs WHERE workflow_runs.id = holds.run_id)`,
+			p.Next, p.HoldID, p.ExpectSent).Scan(&sessionID)
+		if isNoRows(err) {
+			return fmt.Errorf("%w: hold %s was decided or reminded since it was read", store.ErrConflict, p.HoldID)
+		} else if err != nil {
+			return err
+		}
+		if err := appendEventList(ctx, tx, sessionID, p.Events); err != nil {
+			return err
+		}
+		h, err = holdGet(ctx, tx, p.HoldID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hold remind %s: %w", p.HoldID, err)
+	}
+	return h, nil
+}
+
+// runsByOwnerQuery walks runs_owner_created newest first.
+const runsByOwnerQuery = `SELECT ` + runColumns + runFrom + ` WHERE r.owner_uid = $1 ORDER BY r.created_at DESC, r.id DESC LIMIT $2`
+
+// RunListByOwner lists ownerUID's runs, newest first.
+func (db *DB) RunListByOwner(ctx context.Context, ownerUID string, limit int) ([]*store.Run, error) {
+	if limit <= 0 || limit > 100 {
+		limit = 10
+	}
+	out, err := queryAll(ctx, db.pool, scanRun, runsByOwnerQuery, ownerUID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("runs of %s: %w", ownerUID, err)
+	}
+	return out, nil
+}
