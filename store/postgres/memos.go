@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -311,8 +309,8 @@ func tsQuery(s string) string {
 		}
 		return tokens < store.MaxSearchTerms
 	}
-	for _, term := range searchTerms(s) {
-		toks := ftsTokens(term)
+	for _, term := range store.SearchTerms(s) {
+		toks := store.SearchTokens(term)
 		if len(toks) > 1 && phrase+len(toks) <= maxPhraseTokens && tokens+len(toks) <= store.MaxSearchTerms {
 			phrase += len(toks)
 			if !add(toks) {
@@ -337,89 +335,6 @@ func tsQuery(s string) string {
 // SQLite: a phrase costs a position check per token in every memo holding
 // all its tokens.
 const maxPhraseTokens = 8
-
-// searchTerms cleans s (first store.MaxSearchChars characters, valid UTF-8,
-// no control characters) and splits it into words and double-quoted
-// phrases; an unclosed quote runs to the end, and a term the character cap
-// cuts in two is dropped.
-func searchTerms(s string) []string {
-	var (
-		terms []string
-		cur   strings.Builder
-		quote bool
-		n     int
-	)
-	flush := func() {
-		if cur.Len() > 0 {
-			terms = append(terms, cur.String())
-			cur.Reset()
-		}
-	}
-	for len(s) > 0 {
-		r, size := utf8.DecodeRuneInString(s)
-		s = s[size:]
-		if r == utf8.RuneError && size == 1 {
-			continue
-		}
-		if n == store.MaxSearchChars {
-			if !unicode.IsSpace(r) && r != '"' {
-				cur.Reset()
-			}
-			break
-		}
-		n++
-		switch {
-		case r == '"':
-			flush()
-			quote = !quote
-		case unicode.IsSpace(r):
-			if quote {
-				cur.WriteRune(' ')
-			} else {
-				flush()
-			}
-		case unicode.IsControl(r):
-		default:
-			cur.WriteRune(r)
-		}
-	}
-	flush()
-	return terms
-}
-
-// cleanSearchText is the text a session filter searches for: the first
-// store.MaxSearchChars characters of s, invalid UTF-8 and control
-// characters dropped (whitespace ones become spaces), trimmed.
-func cleanSearchText(s string) string {
-	var (
-		b strings.Builder
-		n int
-	)
-	for len(s) > 0 && n < store.MaxSearchChars {
-		r, size := utf8.DecodeRuneInString(s)
-		s = s[size:]
-		if r == utf8.RuneError && size == 1 {
-			continue
-		}
-		n++
-		switch {
-		case unicode.IsSpace(r):
-			b.WriteByte(' ')
-		case unicode.IsControl(r):
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return strings.TrimSpace(b.String())
-}
-
-// ftsTokens cuts a term into runs of letters, digits and private-use
-// characters.
-func ftsTokens(term string) []string {
-	return strings.FieldsFunc(term, func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.Is(unicode.Co, r)
-	})
-}
 
 // prefixed qualifies each of a comma-separated column list with prefix.
 func prefixed(prefix, cols string) string {

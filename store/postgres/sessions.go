@@ -155,7 +155,7 @@ func (db *DB) SessionList(ctx context.Context, p *store.SessionListParams) ([]*s
 	if limit <= 0 {
 		limit = 50
 	}
-	q := cleanSearchText(p.Query)
+	q := store.CleanSearchText(p.Query)
 	var (
 		cond []string
 		args = []any{normTags(p.Origins), limit}

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -317,8 +315,8 @@ func ftsQuery(s string) string {
 		}
 		return tokens < store.MaxSearchTerms
 	}
-	for _, term := range searchTerms(s) {
-		toks := ftsTokens(term)
+	for _, term := range store.SearchTerms(s) {
+		toks := store.SearchTokens(term)
 		if len(toks) > 1 && phrase+len(toks) <= maxPhraseTokens && tokens+len(toks) <= store.MaxSearchTerms {
 			phrase += len(toks)
 			if !add(toks) {
@@ -343,91 +341,6 @@ func ftsQuery(s string) string {
 // on a 10,000-memo library where a word recurs a hundred times in every
 // memo, each phrase token costs about 3.5 ms.
 const maxPhraseTokens = 8
-
-// searchTerms cleans s (first store.MaxSearchChars characters, valid UTF-8,
-// no control characters) and splits it into words and double-quoted
-// phrases; an unclosed quote runs to the end, and a term the character cap
-// cuts in two is dropped.
-func searchTerms(s string) []string {
-	var (
-		terms []string
-		cur   strings.Builder
-		quote bool
-		n     int
-	)
-	flush := func() {
-		if cur.Len() > 0 {
-			terms = append(terms, cur.String())
-			cur.Reset()
-		}
-	}
-	for len(s) > 0 {
-		r, size := utf8.DecodeRuneInString(s)
-		s = s[size:]
-		if r == utf8.RuneError && size == 1 {
-			continue // invalid UTF-8 says nothing
-		}
-		if n == store.MaxSearchChars {
-			if !unicode.IsSpace(r) && r != '"' {
-				cur.Reset() // cut mid-term: the fragment is not what was asked
-			}
-			break
-		}
-		n++
-		switch {
-		case r == '"':
-			flush()
-			quote = !quote
-		case unicode.IsSpace(r):
-			if quote {
-				cur.WriteRune(' ')
-			} else {
-				flush()
-			}
-		case unicode.IsControl(r):
-			// NUL and other control characters say nothing: dropped.
-		default:
-			cur.WriteRune(r)
-		}
-	}
-	flush()
-	return terms
-}
-
-// cleanSearchText is the text a session filter searches for: the first
-// store.MaxSearchChars characters of s, invalid UTF-8 and control
-// characters dropped (whitespace ones become spaces), trimmed.
-func cleanSearchText(s string) string {
-	var (
-		b strings.Builder
-		n int
-	)
-	for len(s) > 0 && n < store.MaxSearchChars {
-		r, size := utf8.DecodeRuneInString(s)
-		s = s[size:]
-		if r == utf8.RuneError && size == 1 {
-			continue
-		}
-		n++
-		switch {
-		case unicode.IsSpace(r):
-			b.WriteByte(' ')
-		case unicode.IsControl(r):
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return strings.TrimSpace(b.String())
-}
-
-// ftsTokens cuts a term where FTS5's unicode61 tokenizer does (its default
-// token characters are the categories L*, N* and Co; everything else
-// separates), so each token stays one FTS5 token.
-func ftsTokens(term string) []string {
-	return strings.FieldsFunc(term, func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.Is(unicode.Co, r)
-	})
-}
 
 func prefixed(prefix, cols string) string {
 	parts := strings.Split(cols, ", ")

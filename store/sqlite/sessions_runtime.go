@@ -29,7 +29,7 @@ func (db *DB) SessionList(ctx context.Context, p *store.SessionListParams) ([]*s
 	// Any filter text is valid and its cost bounded (SPEC §7): it is
 	// cleaned and capped here, once, for both query shapes.
 	clean := *p
-	clean.Query = cleanSearchText(p.Query)
+	clean.Query = store.CleanSearchText(p.Query)
 	p = &clean
 	if q := p.Query; len([]rune(q)) >= 3 {
 		out, err = db.searchList(ctx, p, q)
