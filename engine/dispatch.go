@@ -12,6 +12,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // previewChars bounds a hold's preview (the full output is kept too).
@@ -48,13 +49,11 @@ func (x *exec) output(ctx context.Context, i int) (*store.Run, error) {
 	switch x.manifest.Policy.Destination {
 	case workflow.DestinationReply:
 		err = x.canReply(ctx)
-		extra = store.EventAppendParams{Type: store.EventAssistantMessage, Actor: "engine",
-			Payload: map[string]any{"text": out, "runId": x.run.ID, "dispatch": "reply"}}
+		extra = transcript.Encode(transcript.AssistantMessage{Text: out, RunID: x.run.ID, Dispatch: "reply"}, "engine")
 	default:
 		var title string
 		if d, title, err = x.memoDispatch(ctx, out); err == nil {
-			extra = store.EventAppendParams{Type: EventMemoDispatched, Actor: "engine",
-				Payload: map[string]any{"runId": x.run.ID, "memoId": d.MemoID, "title": title}}
+			extra = transcript.Encode(transcript.MemoDispatched{RunID: x.run.ID, MemoID: d.MemoID, Title: title}, "engine")
 		}
 	}
 	dur := x.e.cfg.Now().Sub(start)
@@ -169,8 +168,8 @@ func (x *exec) hold(ctx context.Context, i int, id, label string) (*store.Run, e
 		at := x.e.cfg.Now().Add(p.RemindAfter)
 		h.RemindEvery, h.RemindAt = p.RemindAfter, &at
 	}
-	events := append(x.events, store.EventAppendParams{Type: EventHoldOpened, Actor: "engine", Payload: map[string]any{
-		"holdId": h.ID, "runId": x.run.ID, "command": h.Command, "gateLabel": h.GateLabel, "preview": h.Preview, "title": h.Title}})
+	events := append(x.events, transcript.Encode(transcript.HoldOpened{
+		HoldID: h.ID, RunID: x.run.ID, Command: h.Command, GateLabel: h.GateLabel, Preview: h.Preview, Title: h.Title}, "engine"))
 	hold, err := x.e.store.RunSuspend(ctx, &store.RunSuspendParams{
 		RunCheckpointParams: store.RunCheckpointParams{RunID: x.run.ID, Lease: x.run.Lease, Now: x.e.cfg.Now(),
 			Manifest: x.manifestArg(), Steps: x.steps, State: x.stateJSON(), Guards: x.guardsJSON(), Usage: x.usage(), Events: events},

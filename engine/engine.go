@@ -21,6 +21,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // Config tunes the engine; zero values take the SPEC §1 defaults.
@@ -91,17 +92,17 @@ func (c *Config) defaults() {
 
 // Event kinds delivered to subscribers.
 const (
-	EventRunStarted     = "run_started"
-	EventRunStep        = "run_step"
-	EventHoldOpened     = "hold_opened"
-	EventHoldDecided    = "hold_decided"
-	EventRunFinished    = "run_finished"
-	EventMemoDispatched = "memo_dispatched"
+	EventRunStarted     = transcript.TypeRunStarted
+	EventRunStep        = transcript.TypeRunStep
+	EventHoldOpened     = transcript.TypeHoldOpened
+	EventHoldDecided    = transcript.TypeHoldDecided
+	EventRunFinished    = transcript.TypeRunFinished
+	EventMemoDispatched = transcript.TypeMemoDispatched
 )
 
 // EventHoldApprovedPartial is an approval that leaves its hold open, waiting
 // for more stewards (Policy Approvals > 1): a Slack card shows it.
-const EventHoldApprovedPartial = "hold_approved_partial"
+const EventHoldApprovedPartial = transcript.TypeHoldApprovedPartial
 
 // Event is a wake-up for subscribers, sent after the change committed. The
 // durable record is the session transcript; a dropped Event loses nothing.
@@ -404,8 +405,8 @@ func (e *Engine) claim(ctx context.Context, limit int) ([]*store.Run, error) {
 		}
 		p := &store.QueueItemClaimParams{RunnerID: e.cfg.RunnerID, Now: e.cfg.Now(), Claims: make([]store.ItemClaim, len(items))}
 		for i, it := range items {
-			p.Claims[i] = store.ItemClaim{ItemID: it.ID, Events: []store.EventAppendParams{{Type: EventRunStarted, Actor: "engine",
-				Payload: map[string]any{"runId": store.RunIDForItem(it.ID), "itemId": it.ID, "command": it.Command}}}}
+			p.Claims[i] = store.ItemClaim{ItemID: it.ID, Events: []store.EventAppendParams{transcript.Encode(
+				transcript.RunStarted{RunID: store.RunIDForItem(it.ID), ItemID: it.ID, Command: it.Command}, "engine")}}
 		}
 		if runs, err = e.store.QueueItemClaim(ctx, p); err != nil {
 			return nil, err
@@ -516,8 +517,7 @@ func (e *Engine) recover(ctx context.Context) (recovered, exhausted []*store.Run
 }
 
 func finishedEvent(r *store.Run) store.EventAppendParams {
-	return store.EventAppendParams{Type: EventRunFinished, Actor: "engine", Payload: map[string]any{
-		"runId": r.ID, "status": r.Status, "errorKind": r.ErrorKind, "error": r.Error}}
+	return transcript.Encode(transcript.RunFinished{RunID: r.ID, Status: r.Status, ErrorKind: r.ErrorKind, Error: r.Error}, "engine")
 }
 
 // PassResult is what one pass did (SPEC §4.4).

@@ -15,6 +15,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // Decider is who asks the engine to decide or cancel something, as the
@@ -363,15 +364,15 @@ func (e *Engine) decision(h *store.Hold, a attempt) (*store.HoldDecideParams, st
 	}
 	switch p.Status {
 	case store.HoldOpen:
-		approvals := make([]any, 0, len(p.Approvals))
+		approvals := make([]transcript.Approval, 0, len(p.Approvals))
 		for _, x := range p.Approvals {
-			approvals = append(approvals, map[string]any{"by": x.By, "via": x.Via})
+			approvals = append(approvals, transcript.Approval{By: x.By, Via: x.Via})
 		}
-		p.Events = []store.EventAppendParams{{Type: EventHoldApprovedPartial, Actor: "engine", Payload: map[string]any{
-			"holdId": h.ID, "runId": h.RunID, "approvals": approvals, "required": h.RequiredApprovals}}}
+		p.Events = []store.EventAppendParams{transcript.Encode(transcript.HoldApprovedPartial{
+			HoldID: h.ID, RunID: h.RunID, Approvals: approvals, Required: h.RequiredApprovals}, "engine")}
 	default:
-		p.Events = []store.EventAppendParams{{Type: EventHoldDecided, Actor: "engine", Payload: map[string]any{
-			"holdId": h.ID, "runId": h.RunID, "status": p.Status, "decidedBy": a.by, "decidedVia": a.via, "comment": a.comment}}}
+		p.Events = []store.EventAppendParams{transcript.Encode(transcript.HoldDecided{
+			HoldID: h.ID, RunID: h.RunID, Status: p.Status, DecidedBy: a.by, DecidedVia: a.via, Comment: a.comment}, "engine")}
 		if o := p.Outcome; o != nil {
 			p.Events = append(p.Events, finishedEvent(&store.Run{ID: h.RunID, Status: o.Status, ErrorKind: o.ErrorKind, Error: o.Error}))
 		}

@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // EventHoldReminder is a reminder that a hold is still open (Policy `Remind
 // after`): the Slack bridge posts it into the hold's thread and the holds
 // channel, mentioning the stewards its payload names.
-const EventHoldReminder = "hold_reminder"
+const EventHoldReminder = transcript.TypeHoldReminder
 
 // MaxReminders bounds the reminders of one hold (SPEC §4.3).
 const MaxReminders = 3
@@ -43,9 +44,9 @@ func (e *Engine) remindHolds(ctx context.Context) (int, error) {
 			if err != nil {
 				return n, err
 			}
-			p.Events = []store.EventAppendParams{{Type: EventHoldReminder, Actor: "engine", Payload: map[string]any{
-				"holdId": h.ID, "runId": h.RunID, "title": h.Title, "command": h.Command, "gateLabel": h.GateLabel,
-				"n": nth, "of": MaxReminders, "stewards": stewards, "openedAt": h.CreatedAt.UTC().Format(time.RFC3339)}}}
+			p.Events = []store.EventAppendParams{transcript.Encode(transcript.HoldReminder{
+				HoldID: h.ID, RunID: h.RunID, Title: h.Title, Command: h.Command, GateLabel: h.GateLabel,
+				N: nth, Of: MaxReminders, Stewards: stewards, OpenedAt: h.CreatedAt.UTC().Format(time.RFC3339)}, "engine")}
 		}
 		if _, err := e.store.HoldRemind(ctx, p); errors.Is(err, store.ErrConflict) {
 			continue // decided, or reminded by another process, since it was read

@@ -19,6 +19,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // Error kinds (SPEC §4.3).
@@ -307,8 +308,7 @@ func (x *exec) step(ctx context.Context, i int, st workflow.Step) error {
 
 func (x *exec) stepEvent(i int) {
 	s := x.steps[i]
-	x.events = append(x.events, store.EventAppendParams{Type: EventRunStep, Actor: "engine",
-		Payload: map[string]any{"runId": x.run.ID, "step": i + 1, "kind": s.Kind, "status": s.Status}})
+	x.events = append(x.events, transcript.Encode(transcript.RunStep{RunID: x.run.ID, Step: i + 1, Kind: s.Kind, Status: s.Status}, "engine"))
 	x.evNotes = append(x.evNotes, Event{Kind: EventRunStep, RunID: x.run.ID, ItemID: x.run.ItemID, SessionID: x.run.SessionID, Status: s.Status})
 }
 

@@ -1,0 +1,419 @@
+// Package transcript is the typed vocabulary of session transcript events:
+// one Go type per event type, with the payload keys every producer writes and
+// every consumer reads defined once, here. The stored JSON is unchanged: each
+// type's JSON tags are the payload keys the transcript has always used, so
+// rows written before this package decode.
+//
+// It is a leaf: it imports only the standard library and store.
+package transcript
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// Event types of the session transcript (SPEC §3). The chat types are
+// store's (its drivers filter on them); the engine's are defined here only.
+const (
+	TypeUserMessage         = store.EventUserMessage
+	TypeAssistantMessage    = store.EventAssistantMessage
+	TypeContext             = store.EventContext
+	TypeCommand             = store.EventCommand
+	TypeActionPlan          = store.EventActionPlan
+	TypeToolResult          = store.EventToolResult
+	TypePermission          = store.EventPermission
+	TypePolicySet           = store.EventPolicySet
+	TypeCompactSummary      = store.EventCompactSummary
+	TypeRunStarted          = "run_started"
+	TypeRunStep             = "run_step"
+	TypeHoldOpened          = "hold_opened"
+	TypeHoldApprovedPartial = "hold_approved_partial"
+	TypeHoldDecided         = "hold_decided"
+	TypeHoldReminder        = "hold_reminder"
+	TypeRunFinished         = "run_finished"
+	TypeMemoDispatched      = "memo_dispatched"
+)
+
+// Event is one typed transcript event.
+type Event interface {
+	Type() string
+	payload() map[string]any
+}
+
+// Encode answers the append parameters of ev written by actor (the caller
+// sets SessionID where the store needs it).
+func Encode(ev Event, actor string) store.EventAppendParams {
+	return store.EventAppendParams{Type: ev.Type(), Actor: actor, Payload: ev.payload()}
+}
+
+// EncodePtr is Encode for the store calls that take pointers.
+func EncodePtr(ev Event, actor string) *store.EventAppendParams {
+	p := Encode(ev, actor)
+	return &p
+}
+
+// Decode answers e's typed value; a type this package does not know is an
+// Unknown. A payload whose keys hold values of the wrong JSON type is an
+// error.
+func Decode(e *store.Event) (Event, error) {
+	return DecodePayload(e.Type, e.Payload)
+}
+
+// DecodePayload is Decode of a type and payload.
+func DecodePayload(typ string, p map[string]any) (Event, error) {
+	var ev Event
+	switch typ {
+	case TypeUserMessage:
+		m := UserMessage{}
+		m.Text, m.Fields = splitText(p)
+		return m, nil
+	case TypeAssistantMessage:
+		m := AssistantMessage{}
+		if err := into(p, &m); err != nil {
+			return nil, fmt.Errorf("transcript: %s: %w", typ, err)
+		}
+		m.Fields = rest(p, "text", "runId", "dispatch", "command", "error")
+		return m, nil
+	case TypeContext:
+		return Context{Fields: maps.Clone(p)}, nil
+	case TypeCommand:
+		ev = &Command{}
+	case TypeToolResult:
+		ev = &ToolResult{}
+	case TypePolicySet:
+		ev = &PolicySet{}
+	case TypeCompactSummary:
+		ev = &CompactSummary{}
+	case TypeRunStarted:
+		ev = &RunStarted{}
+	case TypeRunStep:
+		ev = &RunStep{}
+	case TypeHoldOpened:
+		ev = &HoldOpened{}
+	case TypeHoldApprovedPartial:
+		ev = &HoldApprovedPartial{}
+	case TypeHoldDecided:
+		ev = &HoldDecided{}
+	case TypeHoldReminder:
+		ev = &HoldReminder{}
+	case TypeRunFinished:
+		ev = &RunFinished{}
+	case TypeMemoDispatched:
+		ev = &MemoDispatched{}
+	default:
+		return Unknown{EventType: typ, Payload: p}, nil
+	}
+	if err := into(p, ev); err != nil {
+		return nil, fmt.Errorf("transcript: %s: %w", typ, err)
+	}
+	return deref(ev), nil
+}
+
+// deref answers the value a decoded pointer points to, so a consumer
+// switches on value types only.
+func deref(ev Event) Event {
+	switch v := ev.(type) {
+	case *Command:
+		return *v
+	case *ToolResult:
+		return *v
+	case *PolicySet:
+		return *v
+	case *CompactSummary:
+		return *v
+	case *RunStarted:
+		return *v
+	case *RunStep:
+		return *v
+	case *HoldOpened:
+		return *v
+	case *HoldApprovedPartial:
+		return *v
+	case *HoldDecided:
+		return *v
+	case *HoldReminder:
+		return *v
+	case *RunFinished:
+		return *v
+	case *MemoDispatched:
+		return *v
+	}
+	return ev
+}
+
+func into(p map[string]any, v any) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+func splitText(p map[string]any) (string, map[string]any) {
+	text, _ := p["text"].(string)
+	return text, rest(p, "text")
+}
+
+func rest(p map[string]any, known ...string) map[string]any {
+	out := maps.Clone(p)
+	for _, k := range known {
+		delete(out, k)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// Unknown is an event of a type this package does not define (action_plan,
+// permission, or a type written by a newer version).
+type Unknown struct {
+	EventType string
+	Payload   map[string]any
+}
+
+func (u Unknown) Type() string            { return u.EventType }
+func (u Unknown) payload() map[string]any { return u.Payload }
+
+// UserMessage is something a person (or another bot) said. Fields holds
+// the rest of the payload: the speaker, Slack coordinates, a backfill mark,
+// files.
+type UserMessage struct {
+	Text   string
+	Fields map[string]any
+}
+
+func (UserMessage) Type() string { return TypeUserMessage }
+func (m UserMessage) payload() map[string]any {
+	p := make(map[string]any, len(m.Fields)+1)
+	maps.Copy(p, m.Fields)
+	p["text"] = m.Text
+	return p
+}
+
+// AssistantMessage is a reply: the model's, a command's answer (Command
+// set), a reply-destination run's output (RunID, Dispatch "reply"), or an
+// apology for a failed turn (Error). Fields holds the rest (speaker,
+// backfill mark, Slack coordinates).
+type AssistantMessage struct {
+	Text     string         `json:"text"`
+	RunID    string         `json:"runId,omitempty"`
+	Dispatch string         `json:"dispatch,omitempty"`
+	Command  string         `json:"command,omitempty"`
+	Error    bool           `json:"error,omitempty"`
+	Fields   map[string]any `json:"-"`
+}
+
+func (AssistantMessage) Type() string { return TypeAssistantMessage }
+func (m AssistantMessage) payload() map[string]any {
+	p := make(map[string]any, len(m.Fields)+1)
+	maps.Copy(p, m.Fields)
+	p["text"] = m.Text
+	if m.RunID != "" {
+		p["runId"] = m.RunID
+	}
+	if m.Dispatch != "" {
+		p["dispatch"] = m.Dispatch
+	}
+	if m.Command != "" {
+		p["command"] = m.Command
+	}
+	if m.Error {
+		p["error"] = true
+	}
+	return p
+}
+
+// Backfilled reports a message fetched from a Slack thread.
+func (m AssistantMessage) Backfilled() bool { return m.Fields["backfilled"] == true }
+
+// Context records how a session was opened (purpose; openedBy and via).
+type Context struct {
+	Fields map[string]any
+}
+
+func (Context) Type() string              { return TypeContext }
+func (c Context) payload() map[string]any { return maps.Clone(c.Fields) }
+
+// Command is a core command someone ran.
+type Command struct {
+	Command string `json:"command"`
+	By      string `json:"by"`
+}
+
+func (Command) Type() string { return TypeCommand }
+func (c Command) payload() map[string]any {
+	return map[string]any{"command": c.Command, "by": c.By}
+}
+
+// PolicySet is a change of the session's posture.
+type PolicySet struct {
+	Policy string `json:"policy"`
+}
+
+func (PolicySet) Type() string              { return TypePolicySet }
+func (p PolicySet) payload() map[string]any { return map[string]any{"policy": p.Policy} }
+
+// CompactSummary is /compact's summary of the events before it.
+type CompactSummary struct {
+	Text           string `json:"text"`
+	EventCount     int    `json:"eventCount"`
+	ThroughEventID int64  `json:"throughEventId,omitempty"`
+}
+
+func (CompactSummary) Type() string { return TypeCompactSummary }
+func (c CompactSummary) payload() map[string]any {
+	p := map[string]any{"text": c.Text, "eventCount": c.EventCount}
+	if c.ThroughEventID != 0 {
+		p["throughEventId"] = c.ThroughEventID
+	}
+	return p
+}
+
+// ToolResult is one tool call of a chat turn and its result (SPEC §3).
+type ToolResult struct {
+	ToolID    string         `json:"tool_id"`
+	Operation string         `json:"operation"`
+	ToolInput map[string]any `json:"tool_input"`
+	Result    map[string]any `json:"result"`
+	CallID    string         `json:"call_id,omitempty"`
+}
+
+func (ToolResult) Type() string { return TypeToolResult }
+func (t ToolResult) payload() map[string]any {
+	p := map[string]any{"tool_id": t.ToolID, "operation": t.Operation, "tool_input": t.ToolInput, "result": t.Result}
+	if t.CallID != "" {
+		p["call_id"] = t.CallID
+	}
+	return p
+}
+
+// RunStarted is a queue item claimed and its run started.
+type RunStarted struct {
+	RunID   string `json:"runId"`
+	ItemID  string `json:"itemId"`
+	Command string `json:"command"`
+}
+
+func (RunStarted) Type() string { return TypeRunStarted }
+func (r RunStarted) payload() map[string]any {
+	return map[string]any{"runId": r.RunID, "itemId": r.ItemID, "command": r.Command}
+}
+
+// RunStep is one step of a run finished (Step counts from 1).
+type RunStep struct {
+	RunID  string `json:"runId"`
+	Step   int    `json:"step"`
+	Kind   string `json:"kind"`
+	Status string `json:"status"`
+}
+
+func (RunStep) Type() string { return TypeRunStep }
+func (r RunStep) payload() map[string]any {
+	return map[string]any{"runId": r.RunID, "step": r.Step, "kind": r.Kind, "status": r.Status}
+}
+
+// HoldOpened is a run suspended on a gate.
+type HoldOpened struct {
+	HoldID    string `json:"holdId"`
+	RunID     string `json:"runId"`
+	Command   string `json:"command"`
+	GateLabel string `json:"gateLabel"`
+	Preview   string `json:"preview"`
+	Title     string `json:"title"`
+}
+
+func (HoldOpened) Type() string { return TypeHoldOpened }
+func (h HoldOpened) payload() map[string]any {
+	return map[string]any{"holdId": h.HoldID, "runId": h.RunID, "command": h.Command, "gateLabel": h.GateLabel,
+		"preview": h.Preview, "title": h.Title}
+}
+
+// Approval is one steward's approval of a hold.
+type Approval struct {
+	By  string `json:"by"`
+	Via string `json:"via"`
+}
+
+// HoldApprovedPartial is an approval that leaves its hold open, waiting for
+// more stewards.
+type HoldApprovedPartial struct {
+	HoldID    string     `json:"holdId"`
+	RunID     string     `json:"runId"`
+	Approvals []Approval `json:"approvals"`
+	Required  int        `json:"required"`
+}
+
+func (HoldApprovedPartial) Type() string { return TypeHoldApprovedPartial }
+func (h HoldApprovedPartial) payload() map[string]any {
+	as := make([]any, 0, len(h.Approvals))
+	for _, a := range h.Approvals {
+		as = append(as, map[string]any{"by": a.By, "via": a.Via})
+	}
+	return map[string]any{"holdId": h.HoldID, "runId": h.RunID, "approvals": as, "required": h.Required}
+}
+
+// HoldDecided is a hold approved or rejected (or expired).
+type HoldDecided struct {
+	HoldID     string `json:"holdId"`
+	RunID      string `json:"runId"`
+	Status     string `json:"status"`
+	DecidedBy  string `json:"decidedBy"`
+	DecidedVia string `json:"decidedVia"`
+	Comment    string `json:"comment"`
+}
+
+func (HoldDecided) Type() string { return TypeHoldDecided }
+func (h HoldDecided) payload() map[string]any {
+	return map[string]any{"holdId": h.HoldID, "runId": h.RunID, "status": h.Status, "decidedBy": h.DecidedBy,
+		"decidedVia": h.DecidedVia, "comment": h.Comment}
+}
+
+// HoldReminder is the Nth of Of reminders that a hold still waits, naming
+// the Slack stewards who may decide it; OpenedAt is RFC 3339.
+type HoldReminder struct {
+	HoldID    string   `json:"holdId"`
+	RunID     string   `json:"runId"`
+	Title     string   `json:"title"`
+	Command   string   `json:"command"`
+	GateLabel string   `json:"gateLabel"`
+	N         int      `json:"n"`
+	Of        int      `json:"of"`
+	Stewards  []string `json:"stewards"`
+	OpenedAt  string   `json:"openedAt"`
+}
+
+func (HoldReminder) Type() string { return TypeHoldReminder }
+func (h HoldReminder) payload() map[string]any {
+	return map[string]any{"holdId": h.HoldID, "runId": h.RunID, "title": h.Title, "command": h.Command,
+		"gateLabel": h.GateLabel, "n": h.N, "of": h.Of, "stewards": h.Stewards, "openedAt": h.OpenedAt}
+}
+
+// RunFinished is a run settled: succeeded, failed, cancelled or
+// recovery_exhausted.
+type RunFinished struct {
+	RunID     string `json:"runId"`
+	Status    string `json:"status"`
+	ErrorKind string `json:"errorKind"`
+	Error     string `json:"error"`
+}
+
+func (RunFinished) Type() string { return TypeRunFinished }
+func (r RunFinished) payload() map[string]any {
+	return map[string]any{"runId": r.RunID, "status": r.Status, "errorKind": r.ErrorKind, "error": r.Error}
+}
+
+// MemoDispatched is a run's output published as a memo.
+type MemoDispatched struct {
+	RunID  string `json:"runId"`
+	MemoID string `json:"memoId"`
+	Title  string `json:"title"`
+}
+
+func (MemoDispatched) Type() string { return TypeMemoDispatched }
+func (m MemoDispatched) payload() map[string]any {
+	return map[string]any{"runId": m.RunID, "memoId": m.MemoID, "title": m.Title}
+}

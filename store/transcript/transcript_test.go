@@ -1,0 +1,109 @@
+package transcript
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
+
+// stored round-trips a payload through JSON, as the store does.
+func stored(t *testing.T, typ string, p map[string]any) *store.Event {
+	t.Helper()
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	return &store.Event{Type: typ, Payload: back}
+}
+
+func TestRoundTrip(t *testing.T) {
+	cases := []struct {
+		ev    Event
+		today string // a payload as stored today
+	}{
+		{UserMessage{Text: "hi", Fields: map[string]any{"speaker": "Ada", "slackEventId": "Ev1"}},
+			`{"text":"hi","speaker":"Ada","slackEventId":"Ev1"}`},
+		{AssistantMessage{Text: "done", RunID: "run_1", Dispatch: "reply"}, `{"text":"done","runId":"run_1","dispatch":"reply"}`},
+		{AssistantMessage{Text: "Sorry", Error: true}, `{"text":"Sorry","error":true}`},
+		{AssistantMessage{Text: "ok", Command: "/status"}, `{"text":"ok","command":"/status"}`},
+		{AssistantMessage{Text: "old", Fields: map[string]any{"backfilled": true, "speaker": "Holdfast"}},
+			`{"text":"old","backfilled":true,"speaker":"Holdfast"}`},
+		{Context{Fields: map[string]any{"openedBy": "ada", "via": "console"}}, `{"openedBy":"ada","via":"console"}`},
+		{Command{Command: "/compact", By: "ada"}, `{"command":"/compact","by":"ada"}`},
+		{PolicySet{Policy: "auto"}, `{"policy":"auto"}`},
+		{CompactSummary{Text: "s", EventCount: 3, ThroughEventID: 42}, `{"text":"s","eventCount":3,"throughEventId":42}`},
+		{CompactSummary{Text: "s"}, `{"text":"s","eventCount":0}`},
+		{ToolResult{ToolID: "search", Operation: "call", ToolInput: map[string]any{"q": "x"}, Result: map[string]any{"n": 1.0}, CallID: "c1"},
+			`{"tool_id":"search","operation":"call","tool_input":{"q":"x"},"result":{"n":1},"call_id":"c1"}`},
+		{RunStarted{RunID: "run_1", ItemID: "itm_1", Command: "/brief"}, `{"runId":"run_1","itemId":"itm_1","command":"/brief"}`},
+		{RunStep{RunID: "run_1", Step: 2, Kind: "llm", Status: "succeeded"}, `{"runId":"run_1","step":2,"kind":"llm","status":"succeeded"}`},
+		{HoldOpened{HoldID: "hld_1", RunID: "run_1", Command: "/brief", GateLabel: "Review", Preview: "p", Title: "T"},
+			`{"holdId":"hld_1","runId":"run_1","command":"/brief","gateLabel":"Review","preview":"p","title":"T"}`},
+		{HoldApprovedPartial{HoldID: "hld_1", RunID: "run_1", Approvals: []Approval{{By: "slack:U1", Via: "slack"}}, Required: 2},
+			`{"holdId":"hld_1","runId":"run_1","approvals":[{"by":"slack:U1","via":"slack"}],"required":2}`},
+		{HoldDecided{HoldID: "hld_1", RunID: "run_1", Status: "approved", DecidedBy: "ada", DecidedVia: "console", Comment: "ok"},
+			`{"holdId":"hld_1","runId":"run_1","status":"approved","decidedBy":"ada","decidedVia":"console","comment":"ok"}`},
+		{HoldReminder{HoldID: "hld_1", RunID: "run_1", Title: "T", Command: "/brief", GateLabel: "Review", N: 1, Of: 3,
+			Stewards: []string{"U1"}, OpenedAt: "2026-01-02T03:04:05Z"},
+			`{"holdId":"hld_1","runId":"run_1","title":"T","command":"/brief","gateLabel":"Review","n":1,"of":3,"stewards":["U1"],"openedAt":"2026-01-02T03:04:05Z"}`},
+		{RunFinished{RunID: "run_1", Status: "failed", ErrorKind: "timeout", Error: "slow"},
+			`{"runId":"run_1","status":"failed","errorKind":"timeout","error":"slow"}`},
+		{MemoDispatched{RunID: "run_1", MemoID: "mem_1", Title: "T"}, `{"runId":"run_1","memoId":"mem_1","title":"T"}`},
+		{Unknown{EventType: "action_plan", Payload: map[string]any{"steps": []any{"a"}}}, `{"steps":["a"]}`},
+	}
+	seen := map[string]bool{}
+	for _, c := range cases {
+		t.Run(c.ev.Type(), func(t *testing.T) {
+			seen[c.ev.Type()] = true
+			p := Encode(c.ev, "engine")
+			if p.Type != c.ev.Type() || p.Actor != "engine" {
+				t.Fatalf("Encode: type %q actor %q", p.Type, p.Actor)
+			}
+			got, err := Decode(stored(t, p.Type, p.Payload))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, c.ev) {
+				t.Fatalf("round trip:\n got %#v\nwant %#v", got, c.ev)
+			}
+			// The stored JSON is what it always was.
+			b, _ := json.Marshal(p.Payload)
+			var a, w any
+			_ = json.Unmarshal(b, &a)
+			if err := json.Unmarshal([]byte(c.today), &w); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(a, w) {
+				t.Fatalf("payload changed:\n got %s\nwant %s", b, c.today)
+			}
+			var today map[string]any
+			_ = json.Unmarshal([]byte(c.today), &today)
+			old, err := Decode(&store.Event{Type: c.ev.Type(), Payload: today})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(old, c.ev) {
+				t.Fatalf("today's payload:\n got %#v\nwant %#v", old, c.ev)
+			}
+		})
+	}
+	for _, typ := range []string{TypeUserMessage, TypeAssistantMessage, TypeContext, TypeCommand, TypeToolResult, TypePolicySet,
+		TypeCompactSummary, TypeRunStarted, TypeRunStep, TypeHoldOpened, TypeHoldApprovedPartial, TypeHoldDecided,
+		TypeHoldReminder, TypeRunFinished, TypeMemoDispatched} {
+		if !seen[typ] {
+			t.Errorf("no case for %s", typ)
+		}
+	}
+}
+
+func TestDecodeWrongShape(t *testing.T) {
+	if _, err := Decode(&store.Event{Type: TypeRunStep, Payload: map[string]any{"step": "two"}}); err == nil {
+		t.Fatal("a string step decoded")
+	}
+}
