@@ -467,14 +467,11 @@ func (c *Console) runRerun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	it, err := c.Engine.Rerun(r.Context(), id, identity(r).Caller())
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		c.fail(w, r, err)
-		return
-	case errors.Is(err, store.ErrForbidden), errors.Is(err, store.ErrConflict):
+	if _, ok := refusalStatus(err); ok {
 		c.redirect(w, r, back, store.ReasonOf(err), true)
 		return
-	case err != nil:
+	}
+	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
@@ -490,14 +487,11 @@ func (c *Console) runCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run, err := c.Engine.CancelRun(r.Context(), id, identity(r).Caller())
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		c.fail(w, r, err)
-		return
-	case errors.Is(err, store.ErrForbidden), errors.Is(err, store.ErrConflict):
+	if _, ok := refusalStatus(err); ok {
 		c.redirect(w, r, back, store.ReasonOf(err), true)
 		return
-	case err != nil:
+	}
+	if err != nil {
 		c.fail(w, r, err)
 		return
 	}

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 	"unicode"
@@ -160,33 +159,8 @@ func (db *DB) runSearchList(ctx context.Context, p *store.RunListParams, q strin
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var (
-		page  []int64
-		end   int64 = math.MaxInt64
-		dense bool
-	)
-	for rows.Next() {
-		var key, rowid int64
-		if err := rows.Scan(&key, &rowid); err != nil {
-			return nil, err
-		}
-		if key >= end {
-			break
-		}
-		if len(page) == limit+searchStreamSlack {
-			dense = true
-			break
-		}
-		page = append(page, rowid)
-		if len(page) == limit {
-			end = (key>>searchMinuteShift + 1) << searchMinuteShift
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if err := rows.Close(); err != nil {
+	page, end, dense, err := readSearchPage(rows, limit)
+	if err != nil {
 		return nil, err
 	}
 	if dense {

@@ -148,33 +148,8 @@ func (db *DB) searchList(ctx context.Context, p *store.SessionListParams, q stri
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var (
-		page  []int64
-		end   int64 = math.MaxInt64 // first key past the page's oldest minute
-		dense bool
-	)
-	for rows.Next() {
-		var key, rowid int64
-		if err := rows.Scan(&key, &rowid); err != nil {
-			return nil, err
-		}
-		if key >= end {
-			break
-		}
-		if len(page) == limit+searchStreamSlack {
-			dense = true
-			break
-		}
-		page = append(page, rowid)
-		if len(page) == limit {
-			end = (key>>searchMinuteShift + 1) << searchMinuteShift
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if err := rows.Close(); err != nil {
+	page, end, dense, err := readSearchPage(rows, limit)
+	if err != nil {
 		return nil, err
 	}
 	if dense {
@@ -535,4 +510,35 @@ func formatAfter(t time.Time) string {
 		return ""
 	}
 	return formatTime(t.Truncate(time.Microsecond))
+}
+
+// readSearchPage reads a minute-keyed match stream (key, rowid), newest
+// minute first: a page of limit rowids plus the rest of the last minute's,
+// end the first key past that minute. dense says the minute holds more than
+// searchStreamSlack further matches, and the caller should ask the index for
+// the page by time instead. rows is closed.
+func readSearchPage(rows *sql.Rows, limit int) (page []int64, end int64, dense bool, err error) {
+	defer rows.Close()
+	end = math.MaxInt64
+	for rows.Next() {
+		var key, rowid int64
+		if err := rows.Scan(&key, &rowid); err != nil {
+			return nil, 0, false, err
+		}
+		if key >= end {
+			break
+		}
+		if len(page) == limit+searchStreamSlack {
+			dense = true
+			break
+		}
+		page = append(page, rowid)
+		if len(page) == limit {
+			end = (key>>searchMinuteShift + 1) << searchMinuteShift
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, false, err
+	}
+	return page, end, dense, rows.Close()
 }
