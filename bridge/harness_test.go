@@ -77,6 +77,8 @@ type setupOpts struct {
 	openai string
 	// engineCfg, with real, adjusts the engine's config (a test clock).
 	engineCfg func(c *engine.Config)
+	// bridgeStore wraps the store the bridge (only) reads and writes.
+	bridgeStore func(store.Store) store.Store
 }
 
 func setup(t testing.TB, o setupOpts) *testBundle {
@@ -122,7 +124,11 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	}
 	tb.sessions = sessions.New(db, sessions.Config{DefaultPolicy: "auto", Models: models, DefaultModel: "template", Tracer: o.tracer},
 		sesEngine, log)
-	tb.bridge = bridge.New(cfg, db, api, tb.engine, tb.sessions, log)
+	var bst store.Store = db
+	if o.bridgeStore != nil {
+		bst = o.bridgeStore(db)
+	}
+	tb.bridge = bridge.New(cfg, bst, api, tb.engine, tb.sessions, log)
 	deps.Slack = tb.bridge.Handler()
 	if o.real {
 		console := web.New(web.Deps{Store: db, Library: tb.lib, Sessions: tb.sessions, Engine: tb.eng, Log: log, BaseURL: "http://holdfast.test"})

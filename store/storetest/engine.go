@@ -59,6 +59,10 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		n, err := s.QueueItemCountPending(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
+		heads, err := s.QueueItemListPending(ctx, 5)
+		require.NoError(t, err)
+		require.Equal(t, []*store.QueueItemHead{{ID: it.ID, Command: "/w", DedupeKey: "k"}}, heads,
+			"a head names its dedupe key, which the run_started line carries")
 		_, err = s.QueueItemGetByID(ctx, "itm_missing")
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})

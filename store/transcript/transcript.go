@@ -8,8 +8,10 @@
 package transcript
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -57,9 +59,22 @@ func EncodePtr(ev Event, actor string) *store.EventAppendParams {
 
 // Decode answers e's typed value; a type this package does not know is an
 // Unknown. A payload whose keys hold values of the wrong JSON type is an
-// error.
+// error, answered with the event those keys left zero: the untyped readers
+// read such a value as empty and showed the rest, and a consumer that
+// logs the error and goes on reads the transcript as they did.
 func Decode(e *store.Event) (Event, error) {
 	return DecodePayload(e.Type, e.Payload)
+}
+
+// Read is Decode for a consumer, which never drops an event: a wrongly
+// shaped payload is logged at debug and read with those fields empty.
+func Read(ctx context.Context, log *slog.Logger, e *store.Event) Event {
+	ev, err := Decode(e)
+	if err != nil {
+		log.DebugContext(ctx, "transcript: event read with fields left empty", slog.Int64("event_id", e.ID),
+			slog.String("session_id", e.SessionID), slog.String("type", e.Type), slog.Any("error", err))
+	}
+	return ev
 }
 
 // DecodePayload is Decode of a type and payload.
@@ -72,10 +87,11 @@ func DecodePayload(typ string, p map[string]any) (Event, error) {
 		return m, nil
 	case TypeAssistantMessage:
 		m := AssistantMessage{}
-		if err := into(p, &m); err != nil {
-			return nil, fmt.Errorf("transcript: %s: %w", typ, err)
-		}
+		err := into(p, &m)
 		m.Fields = rest(p, "text", "runId", "dispatch", "command", "error")
+		if err != nil {
+			return m, fmt.Errorf("transcript: %s: %w", typ, err)
+		}
 		return m, nil
 	case TypeContext:
 		return Context{Fields: maps.Clone(p)}, nil
@@ -107,7 +123,8 @@ func DecodePayload(typ string, p map[string]any) (Event, error) {
 		return Unknown{EventType: typ, Payload: p}, nil
 	}
 	if err := into(p, ev); err != nil {
-		return nil, fmt.Errorf("transcript: %s: %w", typ, err)
+		// encoding/json skips a wrongly typed field and fills the rest.
+		return deref(ev), fmt.Errorf("transcript: %s: %w", typ, err)
 	}
 	return deref(ev), nil
 }
@@ -291,16 +308,29 @@ func (t ToolResult) payload() map[string]any {
 	return p
 }
 
-// RunStarted is a queue item claimed and its run started.
+// RunStarted is a queue item claimed and its run started. DedupeKey is the
+// item's, so a surface can tell the items it enqueued itself without
+// reading the item back.
 type RunStarted struct {
-	RunID   string `json:"runId"`
-	ItemID  string `json:"itemId"`
-	Command string `json:"command"`
+	RunID     string `json:"runId"`
+	ItemID    string `json:"itemId"`
+	Command   string `json:"command"`
+	DedupeKey string `json:"dedupeKey,omitempty"`
 }
 
 func (RunStarted) Type() string { return TypeRunStarted }
 func (r RunStarted) payload() map[string]any {
-	return map[string]any{"runId": r.RunID, "itemId": r.ItemID, "command": r.Command}
+	p := map[string]any{"runId": r.RunID, "itemId": r.ItemID, "command": r.Command}
+	setString(p, "dedupeKey", r.DedupeKey)
+	return p
+}
+
+// setString sets an additive key only when it has a value, so an event
+// without it is stored as it was before the key existed.
+func setString(p map[string]any, k, v string) {
+	if v != "" {
+		p[k] = v
+	}
 }
 
 // RunStep is one step of a run finished (Step counts from 1).
@@ -316,7 +346,10 @@ func (r RunStep) payload() map[string]any {
 	return map[string]any{"runId": r.RunID, "step": r.Step, "kind": r.Kind, "status": r.Status}
 }
 
-// HoldOpened is a run suspended on a gate.
+// HoldOpened is a run suspended on a gate. It carries all a card shows, so
+// the Slack mirror need not read the hold back; Required is 0 only in rows
+// written before Workflow, Owner and Required were (a reader falls back to
+// the hold).
 type HoldOpened struct {
 	HoldID    string `json:"holdId"`
 	RunID     string `json:"runId"`
@@ -324,12 +357,21 @@ type HoldOpened struct {
 	GateLabel string `json:"gateLabel"`
 	Preview   string `json:"preview"`
 	Title     string `json:"title"`
+	Workflow  string `json:"workflow,omitempty"`
+	Owner     string `json:"owner,omitempty"`
+	Required  int    `json:"required,omitempty"`
 }
 
 func (HoldOpened) Type() string { return TypeHoldOpened }
 func (h HoldOpened) payload() map[string]any {
-	return map[string]any{"holdId": h.HoldID, "runId": h.RunID, "command": h.Command, "gateLabel": h.GateLabel,
+	p := map[string]any{"holdId": h.HoldID, "runId": h.RunID, "command": h.Command, "gateLabel": h.GateLabel,
 		"preview": h.Preview, "title": h.Title}
+	setString(p, "workflow", h.Workflow)
+	setString(p, "owner", h.Owner)
+	if h.Required != 0 {
+		p["required"] = h.Required
+	}
+	return p
 }
 
 // Approval is one steward's approval of a hold.
@@ -356,7 +398,10 @@ func (h HoldApprovedPartial) payload() map[string]any {
 	return map[string]any{"holdId": h.HoldID, "runId": h.RunID, "approvals": as, "required": h.Required}
 }
 
-// HoldDecided is a hold approved or rejected (or expired).
+// HoldDecided is a hold approved or rejected (or expired). Like HoldOpened
+// it carries what the decided card shows — the title as decided, the text
+// published (Edited: the steward's edit) — and Required is 0 only in rows
+// written before those keys were.
 type HoldDecided struct {
 	HoldID     string `json:"holdId"`
 	RunID      string `json:"runId"`
@@ -364,12 +409,33 @@ type HoldDecided struct {
 	DecidedBy  string `json:"decidedBy"`
 	DecidedVia string `json:"decidedVia"`
 	Comment    string `json:"comment"`
+	Title      string `json:"title,omitempty"`
+	Command    string `json:"command,omitempty"`
+	GateLabel  string `json:"gateLabel,omitempty"`
+	Workflow   string `json:"workflow,omitempty"`
+	Owner      string `json:"owner,omitempty"`
+	Required   int    `json:"required,omitempty"`
+	Published  string `json:"published,omitempty"`
+	Edited     bool   `json:"edited,omitempty"`
 }
 
 func (HoldDecided) Type() string { return TypeHoldDecided }
 func (h HoldDecided) payload() map[string]any {
-	return map[string]any{"holdId": h.HoldID, "runId": h.RunID, "status": h.Status, "decidedBy": h.DecidedBy,
+	p := map[string]any{"holdId": h.HoldID, "runId": h.RunID, "status": h.Status, "decidedBy": h.DecidedBy,
 		"decidedVia": h.DecidedVia, "comment": h.Comment}
+	setString(p, "title", h.Title)
+	setString(p, "command", h.Command)
+	setString(p, "gateLabel", h.GateLabel)
+	setString(p, "workflow", h.Workflow)
+	setString(p, "owner", h.Owner)
+	setString(p, "published", h.Published)
+	if h.Required != 0 {
+		p["required"] = h.Required
+	}
+	if h.Edited {
+		p["edited"] = true
+	}
+	return p
 }
 
 // HoldReminder is the Nth of Of reminders that a hold still waits, naming
@@ -406,14 +472,44 @@ func (r RunFinished) payload() map[string]any {
 	return map[string]any{"runId": r.RunID, "status": r.Status, "errorKind": r.ErrorKind, "error": r.Error}
 }
 
-// MemoDispatched is a run's output published as a memo.
+// MemoDispatched is a run's output published as a memo. Body is the text
+// published, so a surface posting the memo need not read it back; it is
+// empty in rows written before it was.
 type MemoDispatched struct {
 	RunID  string `json:"runId"`
 	MemoID string `json:"memoId"`
 	Title  string `json:"title"`
+	Body   string `json:"body,omitempty"`
 }
 
 func (MemoDispatched) Type() string { return TypeMemoDispatched }
 func (m MemoDispatched) payload() map[string]any {
-	return map[string]any{"runId": m.RunID, "memoId": m.MemoID, "title": m.Title}
+	p := map[string]any{"runId": m.RunID, "memoId": m.MemoID, "title": m.Title}
+	setString(p, "body", m.Body)
+	return p
+}
+
+// RunOf answers the run an event is about, or "" for an event about none.
+func RunOf(ev Event) string {
+	switch v := ev.(type) {
+	case RunStarted:
+		return v.RunID
+	case RunStep:
+		return v.RunID
+	case HoldOpened:
+		return v.RunID
+	case HoldApprovedPartial:
+		return v.RunID
+	case HoldDecided:
+		return v.RunID
+	case HoldReminder:
+		return v.RunID
+	case RunFinished:
+		return v.RunID
+	case MemoDispatched:
+		return v.RunID
+	case AssistantMessage:
+		return v.RunID
+	}
+	return ""
 }
