@@ -81,9 +81,8 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	// events, a policy change) so the transcript reads in order. The
 	// delivery is marked processed only after those effects, so a replay
 	// after a crash comes back here: the line is keyed by the Slack event.
-	said["text"] = text
-	if _, err := b.store.SlackEventAppendOnce(ctx, it.Key, &store.EventAppendParams{SessionID: ses.ID, Type: "user_message", Actor: actor(m.User),
-		Payload: said}); err != nil {
+	said.Text = text
+	if _, err := b.store.SlackEventAppendOnce(ctx, it.Key, appendParams(ses.ID, m.User, said)); err != nil {
 		return fmt.Errorf("record the mention: %w", err)
 	}
 

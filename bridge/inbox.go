@@ -256,10 +256,8 @@ func (b *Bridge) handleMessage(ctx context.Context, it *store.SlackInboxItem, m 
 			return false, err
 		}
 		said := b.said(ctx, m, false)
-		said["text"] = b.markdown(ctx, m.Text, true)
-		_, err = b.store.SlackInboxAppendEvent(ctx, it.ID, &store.EventAppendParams{
-			SessionID: ses.ID, Type: "user_message", Actor: actor(m.User), Payload: said,
-		})
+		said.Text = b.markdown(ctx, m.Text, true)
+		_, err = b.store.SlackInboxAppendEvent(ctx, it.ID, appendParams(ses.ID, m.User, said))
 		if err != nil {
 			return false, err
 		}

@@ -81,18 +81,19 @@ func Read(ctx context.Context, log *slog.Logger, e *store.Event) Event {
 func DecodePayload(typ string, p map[string]any) (Event, error) {
 	var ev Event
 	switch typ {
+	// Messages are most of a transcript and a conversation reads hundreds
+	// at a time: they are read from the map directly, not through JSON.
 	case TypeUserMessage:
-		m := UserMessage{}
-		m.Text, m.Fields = splitText(p)
-		return m, nil
+		var r reader
+		m := UserMessage{Text: r.str(p, "text"), Said: r.said(p)}
+		m.Fields = rest(p, append(saidKeys, "text")...)
+		return m, r.err(typ)
 	case TypeAssistantMessage:
-		m := AssistantMessage{}
-		err := into(p, &m)
-		m.Fields = rest(p, "text", "runId", "dispatch", "command", "error")
-		if err != nil {
-			return m, fmt.Errorf("transcript: %s: %w", typ, err)
-		}
-		return m, nil
+		var r reader
+		m := AssistantMessage{Text: r.str(p, "text"), RunID: r.str(p, "runId"), Dispatch: r.str(p, "dispatch"),
+			Command: r.str(p, "command"), Error: r.flag(p, "error"), Said: r.said(p)}
+		m.Fields = rest(p, append(saidKeys, "text", "runId", "dispatch", "command", "error")...)
+		return m, r.err(typ)
 	case TypeContext:
 		return Context{Fields: maps.Clone(p)}, nil
 	case TypeCommand:
@@ -161,17 +162,57 @@ func deref(ev Event) Event {
 	return ev
 }
 
+// reader reads keys of a payload leniently, as the untyped readers did (a
+// wrongly typed value reads as empty), keeping the first error.
+type reader struct{ first error }
+
+func (r *reader) wrong(k string, v any, want string) {
+	if r.first == nil {
+		r.first = fmt.Errorf("%s is a %T, not a %s", k, v, want)
+	}
+}
+
+func (r *reader) str(p map[string]any, k string) string {
+	switch v := p[k].(type) {
+	case string:
+		return v
+	case nil:
+		return ""
+	default:
+		r.wrong(k, v, "string")
+		return ""
+	}
+}
+
+func (r *reader) flag(p map[string]any, k string) bool {
+	switch v := p[k].(type) {
+	case bool:
+		return v
+	case nil:
+		return false
+	default:
+		r.wrong(k, v, "bool")
+		return false
+	}
+}
+
+func (r *reader) said(p map[string]any) Said {
+	return Said{Speaker: r.str(p, "speaker"), SlackTS: r.str(p, "ts"), Backfilled: r.flag(p, "backfilled")}
+}
+
+func (r *reader) err(typ string) error {
+	if r.first == nil {
+		return nil
+	}
+	return fmt.Errorf("transcript: %s: %w", typ, r.first)
+}
+
 func into(p map[string]any, v any) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
 	return json.Unmarshal(b, v)
-}
-
-func splitText(p map[string]any) (string, map[string]any) {
-	text, _ := p["text"].(string)
-	return text, rest(p, "text")
 }
 
 func rest(p map[string]any, known ...string) map[string]any {
@@ -195,39 +236,66 @@ type Unknown struct {
 func (u Unknown) Type() string            { return u.EventType }
 func (u Unknown) payload() map[string]any { return u.Payload }
 
+// Said is who said a message and, for one from Slack, when: the keys a
+// conversation (engine/thread) orders and names messages by.
+type Said struct {
+	// Speaker is the display name as recorded (a Slack display name, a
+	// console username); empty: the reader names the actor.
+	Speaker string `json:"speaker,omitempty"`
+	// SlackTS is the Slack ts of a message from Slack.
+	SlackTS string `json:"ts,omitempty"`
+	// Backfilled marks a message recorded by a thread backfill, after
+	// messages that were said later.
+	Backfilled bool `json:"backfilled,omitempty"`
+}
+
+var saidKeys = []string{"speaker", "ts", "backfilled"}
+
+func (s Said) into(p map[string]any) {
+	setString(p, "speaker", s.Speaker)
+	setString(p, "ts", s.SlackTS)
+	if s.Backfilled {
+		p["backfilled"] = true
+	}
+}
+
 // UserMessage is something a person (or another bot) said. Fields holds
-// the rest of the payload: the speaker, Slack coordinates, a backfill mark,
-// files.
+// the rest of the payload: Slack's raw text and coordinates, how it was
+// sent (a slash command, a shortcut), files.
 type UserMessage struct {
-	Text   string
+	Text string
+	Said
 	Fields map[string]any
 }
 
 func (UserMessage) Type() string { return TypeUserMessage }
 func (m UserMessage) payload() map[string]any {
-	p := make(map[string]any, len(m.Fields)+1)
+	p := make(map[string]any, len(m.Fields)+4)
 	maps.Copy(p, m.Fields)
+	m.Said.into(p)
 	p["text"] = m.Text
 	return p
 }
 
 // AssistantMessage is a reply: the model's, a command's answer (Command
 // set), a reply-destination run's output (RunID, Dispatch "reply"), or an
-// apology for a failed turn (Error). Fields holds the rest (speaker,
-// backfill mark, Slack coordinates).
+// apology for a failed turn (Error). Fields holds the rest (Slack
+// coordinates of a backfilled message).
 type AssistantMessage struct {
-	Text     string         `json:"text"`
-	RunID    string         `json:"runId,omitempty"`
-	Dispatch string         `json:"dispatch,omitempty"`
-	Command  string         `json:"command,omitempty"`
-	Error    bool           `json:"error,omitempty"`
+	Text     string `json:"text"`
+	RunID    string `json:"runId,omitempty"`
+	Dispatch string `json:"dispatch,omitempty"`
+	Command  string `json:"command,omitempty"`
+	Error    bool   `json:"error,omitempty"`
+	Said     `json:"-"`
 	Fields   map[string]any `json:"-"`
 }
 
 func (AssistantMessage) Type() string { return TypeAssistantMessage }
 func (m AssistantMessage) payload() map[string]any {
-	p := make(map[string]any, len(m.Fields)+1)
+	p := make(map[string]any, len(m.Fields)+4)
 	maps.Copy(p, m.Fields)
+	m.Said.into(p)
 	p["text"] = m.Text
 	if m.RunID != "" {
 		p["runId"] = m.RunID
@@ -243,9 +311,6 @@ func (m AssistantMessage) payload() map[string]any {
 	}
 	return p
 }
-
-// Backfilled reports a message fetched from a Slack thread.
-func (m AssistantMessage) Backfilled() bool { return m.Fields["backfilled"] == true }
 
 // Context records how a session was opened (purpose; openedBy and via).
 type Context struct {
@@ -512,4 +577,22 @@ func RunOf(ev Event) string {
 		return v.RunID
 	}
 	return ""
+}
+
+// MessageOf reads the text of a user or assistant message and who said it
+// (ok false for any other event), without the rest of its payload: a
+// conversation reads hundreds at a time. Its error is Decode's.
+func MessageOf(e *store.Event) (text string, said Said, ok bool, err error) {
+	if e.Type != TypeUserMessage && e.Type != TypeAssistantMessage {
+		return "", said, false, nil
+	}
+	var r reader
+	text, said = r.str(e.Payload, "text"), r.said(e.Payload)
+	if e.Type == TypeAssistantMessage {
+		r.str(e.Payload, "runId")
+		r.str(e.Payload, "dispatch")
+		r.str(e.Payload, "command")
+		r.flag(e.Payload, "error")
+	}
+	return text, said, true, r.err(e.Type)
 }

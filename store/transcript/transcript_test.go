@@ -32,13 +32,16 @@ func TestRoundTrip(t *testing.T) {
 		ev    Event
 		today string // a payload as stored today
 	}{
-		{UserMessage{Text: "hi", Fields: map[string]any{"speaker": "Ada", "slackEventId": "Ev1"}},
+		{UserMessage{Text: "hi", Said: Said{Speaker: "Ada"}, Fields: map[string]any{"slackEventId": "Ev1"}},
 			`{"text":"hi","speaker":"Ada","slackEventId":"Ev1"}`},
+		{UserMessage{Text: "old", Said: Said{Speaker: "Bo", SlackTS: "1.2", Backfilled: true}, Fields: map[string]any{"user": "U1", "channel": "C1"}},
+			`{"text":"old","speaker":"Bo","ts":"1.2","backfilled":true,"user":"U1","channel":"C1"}`},
+		{UserMessage{Text: "typed"}, `{"text":"typed"}`},
 		{AssistantMessage{Text: "done", RunID: "run_1", Dispatch: "reply"}, `{"text":"done","runId":"run_1","dispatch":"reply"}`},
 		{AssistantMessage{Text: "Sorry", Error: true}, `{"text":"Sorry","error":true}`},
 		{AssistantMessage{Text: "ok", Command: "/status"}, `{"text":"ok","command":"/status"}`},
-		{AssistantMessage{Text: "old", Fields: map[string]any{"backfilled": true, "speaker": "Holdfast"}},
-			`{"text":"old","backfilled":true,"speaker":"Holdfast"}`},
+		{AssistantMessage{Text: "old", Said: Said{Speaker: "Holdfast", SlackTS: "1.3", Backfilled: true}, Fields: map[string]any{"user": "UB"}},
+			`{"text":"old","backfilled":true,"speaker":"Holdfast","ts":"1.3","user":"UB"}`},
 		{Context{Fields: map[string]any{"openedBy": "ada", "via": "console"}}, `{"openedBy":"ada","via":"console"}`},
 		{Command{Command: "/compact", By: "ada"}, `{"command":"/compact","by":"ada"}`},
 		{PolicySet{Policy: "auto"}, `{"policy":"auto"}`},
@@ -131,7 +134,7 @@ func TestDecodeWrongShape(t *testing.T) {
 	if err == nil {
 		t.Fatal("a number text decoded")
 	}
-	if m := ev.(AssistantMessage); m.Text != "" || m.RunID != "run_1" || !m.Backfilled() {
+	if m := ev.(AssistantMessage); m.Text != "" || m.RunID != "run_1" || !m.Backfilled {
 		t.Fatalf("got %#v", m)
 	}
 	var logged bytes.Buffer
