@@ -270,3 +270,23 @@ func TestTranscriptShowsSpeakersAndToolCalls(t *testing.T) {
 	require.Contains(t, page, "tag:brief since:7d")
 	require.Contains(t, page, "Otter census brief")
 }
+
+// TestTranscriptShowsWronglyShapedEvents: an event whose payload has a
+// value of the wrong type is shown with that field empty and the rest as
+// written, never dropped (as the untyped readers showed it).
+func TestTranscriptShowsWronglyShapedEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	s := b.session(t, "Odd rows", "", sessions.ViaConsole)
+	_, err := b.sess.AppendEvent(ctx, s.ID, "hold_decided", "engine", map[string]any{"holdId": "hld_odd", "status": "approved",
+		"decidedBy": "ada", "decidedVia": "console", "comment": 5})
+	require.NoError(t, err)
+	_, err = b.sess.AppendEvent(ctx, s.ID, store.EventUserMessage, "slack:U1", map[string]any{"text": "still here", "speaker": []any{"x"}})
+	require.NoError(t, err)
+	c := b.signedIn(t, "viewer")
+	_, page := c.get("/sessions/" + s.ID)
+	require.Contains(t, page, "Hold approved by ada via console")
+	require.Contains(t, page, "/holds/hld_odd")
+	require.Contains(t, page, "still here")
+}

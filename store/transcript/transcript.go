@@ -98,6 +98,8 @@ func DecodePayload(typ string, p map[string]any) (Event, error) {
 		return Context{Fields: maps.Clone(p)}, nil
 	case TypeCommand:
 		ev = &Command{}
+	case TypeActionPlan:
+		ev = &ActionPlan{}
 	case TypeToolResult:
 		ev = &ToolResult{}
 	case TypePolicySet:
@@ -135,6 +137,8 @@ func DecodePayload(typ string, p map[string]any) (Event, error) {
 func deref(ev Event) Event {
 	switch v := ev.(type) {
 	case *Command:
+		return *v
+	case *ActionPlan:
 		return *v
 	case *ToolResult:
 		return *v
@@ -226,8 +230,8 @@ func rest(p map[string]any, known ...string) map[string]any {
 	return out
 }
 
-// Unknown is an event of a type this package does not define (action_plan,
-// permission, or a type written by a newer version).
+// Unknown is an event of a type this package does not define (permission,
+// or a type written by a newer version).
 type Unknown struct {
 	EventType string
 	Payload   map[string]any
@@ -329,6 +333,27 @@ type Command struct {
 func (Command) Type() string { return TypeCommand }
 func (c Command) payload() map[string]any {
 	return map[string]any{"command": c.Command, "by": c.By}
+}
+
+// PlanStep is one step of an action plan.
+type PlanStep struct {
+	Title       string `json:"title"`
+	Description string `json:"description"`
+}
+
+// ActionPlan is the steps an agent means to take, shown before it takes
+// them.
+type ActionPlan struct {
+	Steps []PlanStep `json:"steps"`
+}
+
+func (ActionPlan) Type() string { return TypeActionPlan }
+func (a ActionPlan) payload() map[string]any {
+	steps := make([]any, 0, len(a.Steps))
+	for _, s := range a.Steps {
+		steps = append(steps, map[string]any{"title": s.Title, "description": s.Description})
+	}
+	return map[string]any{"steps": steps}
 }
 
 // PolicySet is a change of the session's posture.

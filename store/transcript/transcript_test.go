@@ -72,7 +72,8 @@ func TestRoundTrip(t *testing.T) {
 			`{"runId":"run_1","status":"failed","errorKind":"timeout","error":"slow"}`},
 		{MemoDispatched{RunID: "run_1", MemoID: "mem_1", Title: "T"}, `{"runId":"run_1","memoId":"mem_1","title":"T"}`},
 		{MemoDispatched{RunID: "run_1", MemoID: "mem_1", Title: "T", Body: "b"}, `{"runId":"run_1","memoId":"mem_1","title":"T","body":"b"}`},
-		{Unknown{EventType: "action_plan", Payload: map[string]any{"steps": []any{"a"}}}, `{"steps":["a"]}`},
+		{ActionPlan{Steps: []PlanStep{{Title: "Read", Description: "the thread"}}}, `{"steps":[{"title":"Read","description":"the thread"}]}`},
+		{Unknown{EventType: "permission", Payload: map[string]any{"steps": []any{"a"}}}, `{"steps":["a"]}`},
 	}
 	seen := map[string]bool{}
 	for i, c := range cases {
@@ -110,7 +111,7 @@ func TestRoundTrip(t *testing.T) {
 			}
 		})
 	}
-	for _, typ := range []string{TypeUserMessage, TypeAssistantMessage, TypeContext, TypeCommand, TypeToolResult, TypePolicySet,
+	for _, typ := range []string{TypeUserMessage, TypeAssistantMessage, TypeContext, TypeCommand, TypeActionPlan, TypeToolResult, TypePolicySet,
 		TypeCompactSummary, TypeRunStarted, TypeRunStep, TypeHoldOpened, TypeHoldApprovedPartial, TypeHoldDecided,
 		TypeHoldReminder, TypeRunFinished, TypeMemoDispatched} {
 		if !seen[typ] {
