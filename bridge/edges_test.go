@@ -108,13 +108,13 @@ func TestEdgesOfUnderstanding(t *testing.T) {
 	require.NoError(t, err)
 	conflict := enqueue("/e-conflict", map[string]any{"title": "C", "brief": "b", "targetMemoId": stub.ID})
 	var held *store.Hold
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		hs, err := tb.store.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, SessionID: conflict.SessionID, Limit: 1})
 		if err == nil && len(hs) == 1 {
 			held = hs[0]
 		}
 		return held != nil
-	}, 20*time.Second, 5*time.Millisecond)
+	}, 20*time.Second)
 	edited := "a human edit"
 	_, err = tb.store.MemoUpdate(ctx, &store.MemoUpdateParams{ID: stub.ID, ExpectedVersion: stub.ContentVersion, Body: &edited})
 	require.NoError(t, err)
@@ -136,10 +136,10 @@ func TestEdgesOfUnderstanding(t *testing.T) {
 	tb.event(t, "EvEdge1", mention("CX", "U1", root, "", "draft-memo Otters\nOtters hold hands."))
 	card, cardHold := tb.holdCard(t, "CX", root)
 	require.Equal(t, http.StatusOK, tb.click(t, "UEVE", "hold_approve", cardHold, "CX", card.TS, root))
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		audit, err := tb.store.HoldDecisionList(ctx, cardHold)
 		return err == nil && len(audit) == 1 && audit[0].Outcome == store.AttemptRefused
-	}, 10*time.Second, 5*time.Millisecond)
+	}, 10*time.Second)
 
 	// A Slack delivery that does not parse: its inner event is not a message.
 	bad, _ := json.Marshal(map[string]any{"type": "event_callback", "event_id": "EvEdgeBad", "team_id": fakeslack.TeamID,

@@ -46,13 +46,14 @@ const secret = "8f742231b10e8888abcd99yyyzzz85a5"
 // testBundle is one bridge on a real SQLite store behind the real router,
 // talking to a fake Slack.
 type testBundle struct {
-	ctx    context.Context
-	store  *sqlite.DB
-	slack  *fakeslack.Server
-	bridge *bridge.Bridge
-	srv    *httptest.Server
-	engine bridge.Engine
-	seq    atomic.Int64
+	ctx     context.Context
+	store   *sqlite.DB
+	slack   *fakeslack.Server
+	bridge  *bridge.Bridge
+	signals *bridge.TestSignals
+	srv     *httptest.Server
+	engine  bridge.Engine
+	seq     atomic.Int64
 
 	// set up with real: the real engine, sessions runtime and API
 	eng      *engine.Engine
@@ -90,7 +91,9 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	tb := &testBundle{ctx: ctx, store: db, slack: fakeslack.New(t), keys: map[string]string{}}
 	api := slack.New("xoxb-test", slack.OptionAPIURL(tb.slack.APIURL()))
 	cfg := bridge.Config{SigningSecret: secret, BaseURL: "http://holdfast.test", Tick: 200 * time.Millisecond,
-		BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, InboxRetry: 10 * time.Millisecond}
+		BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, InboxRetry: 10 * time.Millisecond,
+		Signals: bridge.NewTestSignals()}
+	tb.signals = cfg.Signals
 	cfg.Tracer = o.tracer
 	if o.cfg != nil {
 		o.cfg(&cfg)
@@ -152,6 +155,47 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 		require.NoError(t, db.Close())
 	})
 	return tb
+}
+
+// eventually waits until cond holds, failing the test after timeout. cond
+// runs on the test goroutine, now and again after every unit of work the
+// bridge finishes and every call Slack answers: it waits on those signals,
+// not on a poll interval.
+func (tb *testBundle) eventually(t testing.TB, cond func() bool, timeout time.Duration, msgAndArgs ...any) {
+	t.Helper()
+	waitOn(t, cond, timeout, func() (<-chan struct{}, <-chan struct{}) { return tb.slack.Changed(), tb.signals.Changed() }, msgAndArgs...)
+}
+
+// waitSlack is eventually for a bridge in another process, whose work
+// signals nothing here: cond is checked after every call fake Slack answers.
+func waitSlack(t testing.TB, fake *fakeslack.Server, cond func() bool, timeout time.Duration, msgAndArgs ...any) {
+	t.Helper()
+	waitOn(t, cond, timeout, func() (<-chan struct{}, <-chan struct{}) { return fake.Changed(), nil }, msgAndArgs...)
+}
+
+// externalPoll is how often a test polls what only another process
+// changes and no signal reaches (its database rows after Slack answered).
+const externalPoll = 10 * time.Millisecond
+
+func waitOn(t testing.TB, cond func() bool, timeout time.Duration, changed func() (<-chan struct{}, <-chan struct{}), msgAndArgs ...any) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		a, b := changed()
+		if cond() {
+			return
+		}
+		select {
+		case <-a:
+		case <-b:
+		case <-deadline.C:
+			if cond() {
+				return
+			}
+			require.FailNow(t, "condition not met within "+timeout.String(), msgAndArgs...)
+		}
+	}
 }
 
 // sign signs body exactly as Slack does: v0=hex(HMAC-SHA256(secret, "v0:<ts>:<body>")).
@@ -256,7 +300,7 @@ func (tb *testBundle) posts(channel, threadTS string) []fakeslack.Call {
 func (tb *testBundle) waitPost(t *testing.T, channel, threadTS string, fn func(c fakeslack.Call) bool) fakeslack.Call {
 	t.Helper()
 	var found fakeslack.Call
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		for _, c := range tb.posts(channel, threadTS) {
 			if fn(c) {
 				found = c
@@ -264,17 +308,17 @@ func (tb *testBundle) waitPost(t *testing.T, channel, threadTS string, fn func(c
 			}
 		}
 		return false
-	}, 10*time.Second, 5*time.Millisecond, "no matching post in %s/%s; posts: %v", channel, threadTS, tb.slack.Calls(""))
+	}, 10*time.Second, "no matching post in %s/%s; posts: %v", channel, threadTS, tb.slack.Calls(""))
 	return found
 }
 
 // inboxDrained waits until every stored delivery is processed.
 func (tb *testBundle) inboxDrained(t *testing.T) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		p, err := tb.store.SlackInboxPending(tb.ctx, 1)
 		return err == nil && len(p) == 0
-	}, 10*time.Second, 5*time.Millisecond)
+	}, 10*time.Second)
 }
 
 // idle waits until the bridge has nothing left to do: every delivery
@@ -282,7 +326,7 @@ func (tb *testBundle) inboxDrained(t *testing.T) {
 // settled. A "nothing else was posted" assertion must wait for this first.
 func (tb *testBundle) idle(t *testing.T) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		if p, err := tb.store.SlackInboxPending(tb.ctx, 1); err != nil || len(p) > 0 {
 			return false
 		}
@@ -295,16 +339,16 @@ func (tb *testBundle) idle(t *testing.T) {
 		}
 		_, err = tb.store.SlackOutboxNextDue(tb.ctx)
 		return errors.Is(err, store.ErrNotFound)
-	}, 10*time.Second, 5*time.Millisecond, "the bridge goes idle")
+	}, 10*time.Second, "the bridge goes idle")
 }
 
 // inboxPendingIs waits until exactly n deliveries are unprocessed.
 func (tb *testBundle) inboxPendingIs(t *testing.T, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		p, err := tb.store.SlackInboxPending(tb.ctx, 100)
 		return err == nil && len(p) == n
-	}, 10*time.Second, 5*time.Millisecond)
+	}, 10*time.Second)
 }
 
 func blocksOf(t *testing.T, c fakeslack.Call) []map[string]any {

@@ -81,6 +81,7 @@ func (b *Bridge) processInbox(ctx context.Context) (bool, error) {
 				b.inbox.mu.Unlock()
 				wake(b.inboxWake)  // the thread may have more
 				wake(b.mirrorWake) // replies and run events may be waiting
+				b.cfg.Signals.fire()
 			}()
 			for _, it := range threads[k] {
 				retry, err := b.processOne(ctx, it)

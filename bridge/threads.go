@@ -192,6 +192,7 @@ func (b *Bridge) backfillLoop(ctx context.Context) {
 				busy = true // a mention is fetching it; it wakes us when it stops
 			}
 		}
+		b.cfg.Signals.fire()
 		wait := b.cfg.Tick
 		if next, err := b.store.SlackBackfillNextDue(ctx); err == nil && !busy {
 			wait = min(wait, max(time.Until(next), time.Millisecond))
