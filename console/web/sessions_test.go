@@ -14,6 +14,7 @@ import (
 
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/storetest"
 )
 
 func TestSessionsListing(t *testing.T) {
@@ -98,11 +99,11 @@ func TestSessionPageAndActions(t *testing.T) {
 
 	status, _, _ = steward.post(path+"/messages", url.Values{"text": {"hello holdfast"}})
 	require.Equal(t, http.StatusSeeOther, status)
-	require.Eventually(t, func() bool {
+	storetest.Until(t, b.db, func() bool {
 		evs, err := b.sess.Events(ctx, id, time.Time{}, 100)
 		require.NoError(t, err)
 		return len(evs) > 0 && evs[len(evs)-1].Type == store.EventAssistantMessage
-	}, 10*time.Second, 20*time.Millisecond, "the chat turn answers")
+	}, 10*time.Second, "the chat turn answers")
 	_, page = steward.get(path)
 	require.Contains(t, page, "hello holdfast")
 
