@@ -39,6 +39,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
+	"github.com/holdfast-bot/holdfast/store/storetest"
 )
 
 const secret = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -163,40 +164,19 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 // not on a poll interval.
 func (tb *testBundle) eventually(t testing.TB, cond func() bool, timeout time.Duration, msgAndArgs ...any) {
 	t.Helper()
-	waitOn(t, cond, timeout, func() (<-chan struct{}, <-chan struct{}) { return tb.slack.Changed(), tb.signals.Changed() }, msgAndArgs...)
+	storetest.Wait(t, cond, timeout, []func() <-chan struct{}{tb.slack.Changed, tb.signals.Changed}, msgAndArgs...)
 }
 
 // waitSlack is eventually for a bridge in another process, whose work
 // signals nothing here: cond is checked after every call fake Slack answers.
 func waitSlack(t testing.TB, fake *fakeslack.Server, cond func() bool, timeout time.Duration, msgAndArgs ...any) {
 	t.Helper()
-	waitOn(t, cond, timeout, func() (<-chan struct{}, <-chan struct{}) { return fake.Changed(), nil }, msgAndArgs...)
+	storetest.Wait(t, cond, timeout, []func() <-chan struct{}{fake.Changed}, msgAndArgs...)
 }
 
 // externalPoll is how often a test polls what only another process
 // changes and no signal reaches (its database rows after Slack answered).
 const externalPoll = 10 * time.Millisecond
-
-func waitOn(t testing.TB, cond func() bool, timeout time.Duration, changed func() (<-chan struct{}, <-chan struct{}), msgAndArgs ...any) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		a, b := changed()
-		if cond() {
-			return
-		}
-		select {
-		case <-a:
-		case <-b:
-		case <-deadline.C:
-			if cond() {
-				return
-			}
-			require.FailNow(t, "condition not met within "+timeout.String(), msgAndArgs...)
-		}
-	}
-}
 
 // sign signs body exactly as Slack does: v0=hex(HMAC-SHA256(secret, "v0:<ts>:<body>")).
 func sign(ts int64, body []byte) string {

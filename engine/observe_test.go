@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/storetest"
 )
 
 func TestTokenBudget(t *testing.T) {
@@ -129,21 +130,6 @@ func (s spanEnds) OnEnd(sdktrace.ReadOnlySpan) {
 func (s spanEnds) Shutdown(context.Context) error   { return nil }
 func (s spanEnds) ForceFlush(context.Context) error { return nil }
 
-// until waits until cond holds, checking it at every span's end.
-func (s spanEnds) until(t *testing.T, cond func() bool, timeout time.Duration, msg string) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for !cond() {
-		select {
-		case <-s:
-		case <-deadline.C:
-			require.True(t, cond(), msg)
-			return
-		}
-	}
-}
-
 func TestTracesFollowTheItem(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -171,8 +157,8 @@ func TestTracesFollowTheItem(t *testing.T) {
 	click.End()
 	r = b.waitRun(t, it.ID, EventRunFinished)
 	require.Equal(t, store.RunSucceeded, r.Status, r.Error)
-	ends.until(t, func() bool { return len(spansOf(rec, tid)["workflow.run"]) == 2 }, 10*time.Second,
-		"the resumed run's span ends once its settle has committed")
+	storetest.Wait(t, func() bool { return len(spansOf(rec, tid)["workflow.run"]) == 2 }, 10*time.Second,
+		[]func() <-chan struct{}{func() <-chan struct{} { return ends }}, "the resumed run's span ends once its settle has committed")
 	h, err = b.db.HoldGetByID(ctx, h.ID)
 	require.NoError(t, err)
 
