@@ -139,8 +139,11 @@ func TestStewardshipThroughTheBinary(t *testing.T) {
 		}
 		return false
 	}, 30*time.Second, 10*time.Millisecond, "the card shows the decision and the published text")
-	eph := fake.Delivered("chat.postEphemeral")
-	require.NotEmpty(t, eph)
+	// The steward's own answer is queued beside the card's update, not
+	// before it: wait for it too.
+	var eph []fakeslack.Call
+	waitSlack(t, fake, func() bool { eph = fake.Delivered("chat.postEphemeral"); return len(eph) > 0 }, 30*time.Second,
+		"the steward is told the outcome")
 	require.Contains(t, eph[len(eph)-1].Form["text"], "You approved *Otters* with your edit")
 
 	p.Stop(t)
