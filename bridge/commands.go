@@ -12,6 +12,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 const helpText = "*Holdfast* — mention me in a thread:\n" +
@@ -363,8 +364,10 @@ func commandReply(res *sessions.CommandResult) string {
 		return ":octagonal_sign: Terminated: " + strings.Join(parts, " and ") + "."
 	case sessions.CmdCompact:
 		if res.Summary != nil {
-			if s, ok := res.Summary.Payload["text"].(string); ok && s != "" {
-				return ":compression: Compacted. Summary so far:\n" + esc(s)
+			// Just written by the command: its shape is the encoder's.
+			ev, _ := transcript.Decode(res.Summary)
+			if c, ok := ev.(transcript.CompactSummary); ok && c.Text != "" {
+				return ":compression: Compacted. Summary so far:\n" + esc(c.Text)
 			}
 		}
 		return ":compression: Compacted."
