@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // runEngine is the engine's part of the suite: the queue, runs and holds.
@@ -138,7 +139,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 				s := newStore(t)
 				wf := workflow(t, s)
 				ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginUser, Policy: "auto",
-					Events: []*store.EventAppendParams{{Type: "user_message", Actor: "ada"}}})
+					Events: []*store.EventAppendParams{{Type: transcript.TypeUserMessage, Actor: "ada"}}})
 				require.NoError(t, err)
 				for i := range tc.shared {
 					_, created, err := s.QueueItemInsert(ctx, &store.QueueItemInsertParams{ID: store.NewID("itm"), WorkflowMemoID: wf,
@@ -156,7 +157,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 				for c := range cs {
 					runID := store.RunIDForItem(cs[c].ItemID)
 					for i := range tc.eventsPerRun {
-						cs[c].Events = append(cs[c].Events, store.EventAppendParams{Type: "run_started", Actor: "engine",
+						cs[c].Events = append(cs[c].Events, store.EventAppendParams{Type: transcript.TypeRunStarted, Actor: "engine",
 							Payload: map[string]any{"runId": runID, "n": float64(i)}})
 					}
 				}
@@ -235,11 +236,11 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- s.RunCheckpoint(ctx, &store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease, Events: lines("run_step")})
+			errs <- s.RunCheckpoint(ctx, &store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease, Events: lines(transcript.TypeRunStep)})
 		}()
 		wg.Wait()
 		_, err = s.RunSettle(ctx, &store.RunSettleParams{RunID: r.ID, Lease: r.Lease, Status: store.RunSucceeded,
-			Events: lines("run_finished")})
+			Events: lines(transcript.TypeRunFinished)})
 		errs <- err
 		close(errs)
 		for err := range errs {
@@ -267,7 +268,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.ErrorIs(t, err, store.ErrLeaseLost)
 		require.NoError(t, s.RunCheckpoint(ctx, &store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease,
 			Manifest: json.RawMessage(`{"title":"W"}`), Steps: []store.RunStep{{Kind: "context", Status: "succeeded"}},
-			Events: []store.EventAppendParams{{Type: "run_step", Actor: "engine"}}}))
+			Events: []store.EventAppendParams{{Type: transcript.TypeRunStep, Actor: "engine"}}}))
 
 		stub, err := s.MemoCreate(ctx, &store.MemoCreateParams{Title: "Stub", Body: "stub"})
 		require.NoError(t, err)
@@ -282,7 +283,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		memoID := store.NewID("mem")
 		settled, err := s.RunSettle(ctx, &store.RunSettleParams{RunID: r.ID, Lease: r.Lease, Status: store.RunSucceeded,
 			Dispatch: &store.DispatchParams{MemoID: memoID, Create: &store.MemoCreateParams{Title: "Out", Body: "out", Unlisted: true}},
-			Events:   []store.EventAppendParams{{Type: "memo_dispatched", Actor: "engine", Payload: map[string]any{"memoId": memoID}}}})
+			Events:   []store.EventAppendParams{{Type: transcript.TypeMemoDispatched, Actor: "engine", Payload: map[string]any{"memoId": memoID}}}})
 		require.NoError(t, err)
 		require.Equal(t, memoID, settled.DispatchMemoID, "the memo gets the id the caller minted")
 		m, err := s.MemoGetByID(ctx, settled.DispatchMemoID)
@@ -363,14 +364,14 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 
 		ada := store.HoldApproval{By: "ada", Key: "user:u1", Via: "console", At: time.Now().UTC().Truncate(time.Second)}
 		partial := &store.HoldDecideParams{HoldID: h.ID, ExpectApprovals: 0, Status: store.HoldOpen, Approvals: []store.HoldApproval{ada},
-			Events: []store.EventAppendParams{{Type: "hold_approved_partial", Actor: "engine", Payload: map[string]any{"approvals": 1}}},
+			Events: []store.EventAppendParams{{Type: transcript.TypeHoldApprovedPartial, Actor: "engine", Payload: map[string]any{"approvals": 1}}},
 			Audit:  store.HoldDecision{HoldID: h.ID, RunID: r.ID, Decision: "approve", DecidedBy: "ada", Via: "console", Outcome: store.AttemptAccepted}}
 		h, err = s.HoldDecide(ctx, partial)
 		require.NoError(t, err)
 		require.Equal(t, store.HoldOpen, h.Status)
 		require.Len(t, h.Approvals, 1)
 		require.Equal(t, "user:u1", h.Approvals[0].Key, "the approver's key is kept, so the engine can count people")
-		evs, err := s.EventList(ctx, &store.EventListParams{SessionID: r.SessionID, Types: []string{"hold_approved_partial"}})
+		evs, err := s.EventList(ctx, &store.EventListParams{SessionID: r.SessionID, Types: []string{transcript.TypeHoldApprovedPartial}})
 		require.NoError(t, err)
 		require.Len(t, evs, 1, "the events are written with the decision")
 
@@ -455,7 +456,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		out := store.RunOutcome{Status: store.RunRecoveryExhausted, ItemStatus: store.ItemFailed, ErrorKind: store.RunRecoveryExhausted, Error: "gave up"}
 		_, ex, err = s.RunRescueMany(ctx, &store.RunRescueParams{RunnerID: "c", StaleBefore: later,
 			Exhaust: []store.RunExhaust{{RunLease: store.RunLease{ID: r.ID, Lease: leaseOf(t, s, r.ID)}, Outcome: out,
-				Events: []store.EventAppendParams{{Type: "run_finished", Actor: "engine"}}}}})
+				Events: []store.EventAppendParams{{Type: transcript.TypeRunFinished, Actor: "engine"}}}}})
 		require.NoError(t, err)
 		require.Len(t, ex, 1)
 		require.Equal(t, []string{store.RunRecoveryExhausted, "gave up"}, []string{ex[0].Status, ex[0].Error})
