@@ -17,8 +17,9 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-// Event types of the session transcript (SPEC §3). The chat types are
-// store's (its drivers filter on them); the engine's are defined here only.
+// Event types of the session transcript (SPEC §3). The chat types were
+// store's before this package and many suites still name them there (the
+// drivers do not: they store any type); the engine's are defined here only.
 const (
 	TypeUserMessage         = store.EventUserMessage
 	TypeAssistantMessage    = store.EventAssistantMessage
