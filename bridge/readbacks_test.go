@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -92,4 +93,27 @@ func TestMirrorReadsNothingBack(t *testing.T) {
 	require.NotNil(t, memo)
 	last := tb.waitPost(t, "CRB", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Otters hold hands") && c.TS != card.TS })
 	require.NotNil(t, last)
+
+	// A line written before the events carried the hold (an upgrade's
+	// backlog) still reads: the mirror completes it from the store, once.
+	told := func() []fakeslack.Call {
+		var out []fakeslack.Call
+		for _, c := range tb.posts("CRB", root) {
+			if strings.HasPrefix(c.Form["text"], "<@U1>, your request *") {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	require.Len(t, told(), 1)
+	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:CRB:"+root)
+	require.NoError(t, err)
+	h, err := tb.store.HoldGetByID(tb.ctx, holdID) // the test's own read, not the bridge's
+	require.NoError(t, err)
+	tb.appendEvent(t, ses.ID, "hold_decided", map[string]any{"holdId": holdID, "runId": h.RunID,
+		"status": "approved", "decidedBy": "slack:USTEWARD", "decidedVia": "slack", "comment": ""})
+	tb.eventually(t, func() bool { return len(told()) == 2 }, 10*time.Second, "the old line tells the requester too")
+	before := func(c fakeslack.Call) string { s, _, _ := strings.Cut(c.Form["text"], " at <!date"); return s }
+	require.Equal(t, before(told()[0]), before(told()[1]), "as the new line did")
+	require.Equal(t, map[string]int{"hold": 1}, rc.counts(), "the old line's one read-back")
 }
