@@ -108,7 +108,7 @@ func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (_ *store.QueueIt
 		// which is what posture auto means.
 		ip.NewSession = &store.SessionCreateParams{Title: w.Title, Origin: store.OriginWorkflow, Policy: "auto",
 			CallerUser: p.OwnerUID, Context: map[string]any{"command": w.Command}}
-	} else if ses, err := e.store.SessionGetByID(ctx, p.SessionID); err != nil {
+	} else if ses, err := e.store.SessionGetBare(ctx, p.SessionID); err != nil {
 		return nil, false, err
 	} else {
 		origin = ses.Origin

@@ -435,12 +435,22 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		enqueue(t, s, wf, "k")
 		r := claimOne(t, s, "a")
 		h, err := s.RunSuspend(ctx, &store.RunSuspendParams{RunCheckpointParams: store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease},
-			Hold: &store.Hold{ID: store.HoldIDForRun(r.ID), Command: "/w", GateLabel: "Check", Output: "out", RequiredApprovals: 2}})
+			Hold: &store.Hold{ID: store.HoldIDForRun(r.ID), SessionID: r.SessionID, Command: "/w", GateLabel: "Check", Output: "out", RequiredApprovals: 2}})
 		require.NoError(t, err)
 		require.Equal(t, store.HoldOpen, h.Status)
 		open, err := s.HoldCountOpen(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), open)
+		counted, err := s.SessionGetByID(ctx, r.SessionID)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), counted.OpenHolds, "the read surfaces show counts the open hold")
+		bare, err := s.SessionGetBare(ctx, r.SessionID)
+		require.NoError(t, err)
+		require.Zero(t, bare.OpenHolds, "the bare read counts nothing")
+		bare.OpenHolds = counted.OpenHolds
+		require.Equal(t, counted, bare, "and reads the same row")
+		_, err = s.SessionGetBare(ctx, "ses_missing")
+		require.ErrorIs(t, err, store.ErrNotFound)
 
 		ada := store.HoldApproval{By: "ada", Key: "user:u1", Via: "console", At: time.Now().UTC().Truncate(time.Second)}
 		partial := &store.HoldDecideParams{HoldID: h.ID, ExpectApprovals: 0, Status: store.HoldOpen, Approvals: []store.HoldApproval{ada},
