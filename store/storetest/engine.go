@@ -148,6 +148,42 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Equal(t, store.ItemDone, stored.Status)
 	})
 
+	// The text filter searches what people search: a session the engine
+	// minted is found by "workflow" and by its own title and tags, not by
+	// the random item id in its workflow:<item id> tag (which resolves it
+	// exactly, by tag).
+	t.Run("MintedItemTagsAreNotSearchText", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		wf := workflow(t, s)
+		id := store.NewID("itm")
+		it, _, _, err := s.QueueItemInsertClaimed(ctx, &store.QueueItemInsertParams{ID: id, WorkflowMemoID: wf, Command: "/w",
+			DedupeKey: "k", NewSession: &store.SessionCreateParams{Title: "Weekly otters", Origin: store.OriginWorkflow, Policy: "auto",
+				Tags: []string{"brief:otters"}}},
+			&store.ItemInsertClaim{RunID: store.RunIDForItem(id), RunnerID: "a",
+				Events: []store.EventAppendParams{{Type: "run_started", Actor: "engine"}}})
+		require.NoError(t, err)
+		ses, err := s.SessionGetByTag(ctx, "workflow:"+id)
+		require.NoError(t, err)
+		require.Equal(t, it.SessionID, ses.ID)
+		for _, tc := range []struct {
+			q     string
+			found bool
+		}{
+			{"workflow", true}, {"WORKFLOW:", true}, {"weekly otters", true}, {"brief:otters", true}, {"otters", true},
+			{id, false}, {"workflow:" + id, false}, {id[4:10], false}, {"itm_", false},
+		} {
+			page, err := s.SessionList(ctx, &store.SessionListParams{Origins: []string{store.OriginWorkflow}, Query: tc.q})
+			require.NoError(t, err, tc.q)
+			if tc.found {
+				require.Len(t, page, 1, tc.q)
+				require.Equal(t, ses.ID, page[0].ID, tc.q)
+			} else {
+				require.Empty(t, page, tc.q)
+			}
+		}
+	})
+
 	t.Run("ConcurrentClaimsNeverOverlap", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
