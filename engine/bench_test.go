@@ -230,7 +230,23 @@ func measureRunsPerSecond(b *testing.B, e *Engine, db *sqlite.DB, dir string) {
 	b.ReportMetric(runs/commits, "runs-per-commit")
 	// CPU per run is the figure least disturbed by a busy machine.
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(n), "cpu-ms/run")
+	b.ReportMetric(counterValue(b, e, "holdfast_items_claimed_on_enqueue_total")/float64(n), "claimed-on-enqueue")
 
+}
+
+// counterValue reads one of e's counters by name.
+func counterValue(b testing.TB, e *Engine, name string) float64 {
+	mfs, err := e.Registry().Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	b.Fatalf("no counter %s", name)
+	return 0
 }
 
 // cpuTime is this process's user+system CPU time so far.

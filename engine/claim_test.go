@@ -225,6 +225,7 @@ func TestClaimOnEnqueue(t *testing.T) {
 		require.Equal(t, store.RunSucceeded, r.Status)
 		require.Equal(t, "run_started", b.eventTypes(t, it.SessionID)[0])
 		require.Equal(t, 1, strings.Count(strings.Join(b.eventTypes(t, it.SessionID), " "), "run_started"))
+		require.EqualValues(t, 1, counterValue(t, b.eng, "holdfast_items_claimed_on_enqueue_total"))
 	})
 	t.Run("NoWorkerWaitingLeavesItPending", func(t *testing.T) {
 		t.Parallel()

@@ -118,6 +118,7 @@ func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (_ *store.QueueIt
 		return nil, false, err
 	}
 	if run != nil {
+		e.met.claimedOnEnqueue.Inc()
 		e.handToWorker(ctx, run)
 		e.notify(Event{Kind: EventRunStarted, RunID: run.ID, ItemID: run.ItemID, SessionID: run.SessionID, Status: run.Status})
 	}
