@@ -118,9 +118,10 @@ func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (_ *store.QueueIt
 		return nil, false, err
 	}
 	if run != nil {
+		// Announced before the worker can announce anything of the run.
 		e.met.claimedOnEnqueue.Inc()
-		e.handToWorker(ctx, run)
 		e.notify(Event{Kind: EventRunStarted, RunID: run.ID, ItemID: run.ItemID, SessionID: run.SessionID, Status: run.Status})
+		e.handToWorker(ctx, run)
 	}
 	if span.IsRecording() {
 		span.SetAttributes(tracing.ItemID.String(it.ID), tracing.SessionID.String(it.SessionID), tracing.Enqueued.Bool(created),
