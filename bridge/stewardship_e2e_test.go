@@ -139,8 +139,13 @@ func TestStewardshipThroughTheBinary(t *testing.T) {
 		}
 		return false
 	}, 30*time.Second, 10*time.Millisecond, "the card shows the decision and the published text")
-	eph := fake.Delivered("chat.postEphemeral")
-	require.NotEmpty(t, eph)
+	// The submitter's answer is queued after Decide returns, so it may be
+	// sent after the mirror's posts for the decision: wait for it too.
+	var eph []fakeslack.Call
+	require.Eventually(t, func() bool {
+		eph = fake.Delivered("chat.postEphemeral")
+		return len(eph) > 0
+	}, 30*time.Second, 10*time.Millisecond, "the submitter is answered")
 	require.Contains(t, eph[len(eph)-1].Form["text"], "You approved *Otters* with your edit")
 
 	p.Stop(t)
