@@ -187,7 +187,7 @@ func interactionKey(payload []byte) string {
 // only thing either transport does before acknowledging: no model call and no
 // Slack call happens on this path.
 func (b *Bridge) Accept(ctx context.Context, kind, key string, body []byte) error {
-	added, err := b.storeInbox(ctx, &store.SlackInboxAddParams{Key: key, Kind: kind, Body: body})
+	added, err := b.storeInbox(ctx, &store.SlackInboxAddParams{Key: key, Kind: kind, Body: body, Thread: threadOf(kind, body)})
 	if err != nil {
 		return fmt.Errorf("slack inbox: %w", err)
 	}

@@ -85,6 +85,9 @@ type SlackStore interface {
 	// SlackOutboxFail gives up on a message Slack refuses for good (it stays
 	// in the table with its error, status failed), unblocking its queue.
 	SlackOutboxFail(ctx context.Context, id int64, claim SlackClaim, errMsg string) error
+	// SlackOutboxExtend moves a held claim's expiry to until while a send
+	// is under way (ErrConflict when the claim is no longer held).
+	SlackOutboxExtend(ctx context.Context, id int64, claim SlackClaim, until time.Time) error
 	// SlackOutboxRelease gives up a claim with nothing recorded (a sender
 	// shutting down before it called Slack), so another holder need not
 	// wait for it to expire.

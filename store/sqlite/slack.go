@@ -375,6 +375,12 @@ func (db *DB) SlackOutboxFail(ctx context.Context, id int64, claim store.SlackCl
 		holder = '', claim_until = NULL WHERE `+outboxClaimed, errMsg, id, claim.Holder, claim.Seq)
 }
 
+// SlackOutboxExtend moves a held claim's expiry.
+func (db *DB) SlackOutboxExtend(ctx context.Context, id int64, claim store.SlackClaim, until time.Time) error {
+	return db.claimSet(ctx, "outbox extend", id, `UPDATE slack_outbox SET claim_until = ? WHERE `+outboxClaimed,
+		formatTime(until), id, claim.Holder, claim.Seq)
+}
+
 // SlackOutboxRelease gives up a claim, recording nothing else.
 func (db *DB) SlackOutboxRelease(ctx context.Context, id int64, claim store.SlackClaim) error {
 	return db.claimSet(ctx, "outbox release", id, `UPDATE slack_outbox SET holder = '', claim_until = NULL WHERE `+outboxClaimed,

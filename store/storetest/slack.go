@@ -194,9 +194,10 @@ func runSlack(t *testing.T, newStore func(t *testing.T) store.Store) {
 		// a claim of its own; A's late writes are refused (fencing).
 		require.NoError(t, s.SlackOutboxAttempt(ctx, a[1].ID, a[1].Claim))
 		require.Empty(t, outboxClaim(t, s, "B", now.Add(59*time.Second)), "not before the claim lapses")
-		b = outboxClaim(t, s, "B", now.Add(61*time.Second))
-		require.Equal(t, []string{"a2", "b1"}, keys(b), "taken over after the claims lapsed (B's own of a2 too)")
-		b = b[1:]
+		require.NoError(t, s.SlackOutboxExtend(ctx, a[1].ID, a[1].Claim, now.Add(70*time.Second)), "a send under way keeps its claim")
+		require.Equal(t, []string{"a2"}, keys(outboxClaim(t, s, "B", now.Add(65*time.Second))), "b1's claim was extended")
+		b = outboxClaim(t, s, "B", now.Add(71*time.Second))
+		require.Equal(t, []string{"b1"}, keys(b), "taken over after the claim lapsed")
 		require.NotNil(t, b[0].AttemptedAt, "the new holder sees A's attempt, so it looks the post up first")
 		require.Greater(t, b[0].Claim.Seq, a[1].Claim.Seq)
 		for name, err := range map[string]error{
@@ -205,6 +206,7 @@ func runSlack(t *testing.T, newStore func(t *testing.T) store.Store) {
 			"retry":   s.SlackOutboxRetry(ctx, a[1].ID, a[1].Claim, now, "late"),
 			"fail":    s.SlackOutboxFail(ctx, a[1].ID, a[1].Claim, "late"),
 			"release": s.SlackOutboxRelease(ctx, a[1].ID, a[1].Claim),
+			"extend":  s.SlackOutboxExtend(ctx, a[1].ID, a[1].Claim, now.Add(time.Hour)),
 		} {
 			require.ErrorIs(t, err, store.ErrConflict, "%s under a claim taken over", name)
 		}
