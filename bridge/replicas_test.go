@@ -267,14 +267,15 @@ func TestReplicaStoppedMidPostIsTakenOver(t *testing.T) {
 					require.Equal(t, inSlack[key], got.SentTS, "%s is recorded with the ts Slack gave it", key)
 				}
 			}
-			require.Positive(t, foundTotal(t, all), "cut-off posts were taken over and found in Slack, not posted again")
+			require.Positive(t, counterTotal(t, all, "holdfast_slack_outbox_found_total"), "cut-off posts were taken over and found in Slack, not posted again")
 		})
 	}
 }
 
-// foundTotal sums the replicas' holdfast_slack_outbox_found_total: posts
-// found in Slack by a lookup instead of being posted again.
-func foundTotal(t *testing.T, reps []*replica) float64 {
+// counterTotal sums a counter of the replicas' bridges (found_total: posts
+// found in Slack by a lookup instead of being posted again; queued_total:
+// outbox rows the mirror actually inserted).
+func counterTotal(t *testing.T, reps []*replica, name string) float64 {
 	t.Helper()
 	total := 0.0
 	for _, r := range reps {
@@ -283,7 +284,7 @@ func foundTotal(t *testing.T, reps []*replica) float64 {
 		mfs, err := reg.Gather()
 		require.NoError(t, err)
 		for _, mf := range mfs {
-			if mf.GetName() == "holdfast_slack_outbox_found_total" {
+			if mf.GetName() == name {
 				for _, m := range mf.GetMetric() {
 					total += m.GetCounter().GetValue()
 				}
@@ -379,5 +380,57 @@ func (r *replica) deliverAsync(body []byte) {
 	req.Header.Set("X-Slack-Signature", sign(ts, body))
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
+	}
+}
+
+// TestReplicaMirrorsQueueEachEventOnce: every replica runs the mirror
+// (transcript → outbox). Two mirrors on one database, while 5 Slack
+// sessions' transcripts grow by 20 replies each (written by a third
+// handle, as a chat turn on any replica would), never queue a reply twice
+// nor skip one: dedupe keys derive from the event, and the stored cursor
+// only moves forward in the transaction that queues. Slack gets each reply
+// once, each thread in order.
+func TestReplicaMirrorsQueueEachEventOnce(t *testing.T) {
+	t.Parallel()
+	for _, kind := range replicaStores {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			rs := newReplicaSet(t, kind)
+			const threads, lines = 5, 20
+			roots := make([]string, threads)
+			sessions := make([]string, threads)
+			for i := range roots {
+				roots[i] = fmt.Sprintf("1700000600.%06d", i+1)
+				rs.slack.AddMessage("C1", roots[i], "", "U1", "root")
+				ses, err := rs.first.SessionCreate(rs.ctx, &store.SessionCreateParams{Origin: store.OriginChannel, Platform: "slack",
+					Tags: []string{"slack:C1:" + roots[i]}, Policy: "auto"})
+				require.NoError(t, err)
+				sessions[i] = ses.ID
+			}
+			mirrors := []*replica{rs.start(t, "ma", nil), rs.start(t, "mb", nil)}
+			for m := range lines {
+				for i, id := range sessions {
+					_, err := rs.first.EventAppend(rs.ctx, &store.EventAppendParams{SessionID: id, Type: store.EventAssistantMessage,
+						Actor: "holdfast", Payload: map[string]any{"text": fmt.Sprintf("t%d:m%d", i, m)}})
+					require.NoError(t, err)
+				}
+			}
+			require.Eventually(t, func() bool {
+				n := 0
+				for _, msgs := range rs.bySlack(roots) {
+					n += len(msgs)
+				}
+				_, err := rs.first.SlackOutboxNextDue(rs.ctx)
+				return n >= threads*lines && errors.Is(err, store.ErrNotFound)
+			}, 60*time.Second, 10*time.Millisecond, "every reply is posted")
+			requireOnceInOrder(t, rs.bySlack(roots), roots, lines)
+			require.Equal(t, float64(threads*lines), counterTotal(t, mirrors, "holdfast_slack_outbox_queued_total"),
+				"the two mirrors together queued each reply once")
+			cur, err := rs.first.SlackMirrorCursor(rs.ctx)
+			require.NoError(t, err)
+			evs, err := rs.first.SlackMirrorEvents(rs.ctx, cur, 10)
+			require.NoError(t, err)
+			require.Empty(t, evs, "the stored cursor is past every event")
+		})
 	}
 }
