@@ -175,26 +175,21 @@ func (b *Bridge) inboxRelease(ctx context.Context, it *store.SlackInboxItem, nex
 	return err
 }
 
-// threadOf is the thread a delivery belongs to, which orders its
-// processing; "" (a delivery that does not parse, a slash command) makes it
-// a thread of its own.
-func threadOf(kind string, body []byte) string {
-	switch kind {
-	case store.SlackKindEvent:
-		if env, err := ParseEnvelope(body); err == nil {
-			if m, err := ParseMessage(env); err == nil && m.Channel != "" {
-				if m.ChannelType == "im" && m.ThreadTS == "" {
-					return queueOf(m.Channel, dmThread) // one conversation, in order
-				}
-				return queueOf(m.Channel, m.Root())
-			}
-		}
-	case store.SlackKindInteraction:
-		if in, err := ParseInteraction(body); err == nil {
-			return interactionThread(in)
-		}
+// eventThread is the thread an event delivery belongs to, which orders its
+// processing; "" (an event that is not a message) makes it a thread of its
+// own.
+func eventThread(env *Envelope) string {
+	if env.Type != "event_callback" {
+		return ""
 	}
-	return ""
+	m, err := ParseMessage(env)
+	if err != nil || m.Channel == "" {
+		return ""
+	}
+	if m.ChannelType == "im" && m.ThreadTS == "" {
+		return queueOf(m.Channel, dmThread) // one conversation, in order
+	}
+	return queueOf(m.Channel, m.Root())
 }
 
 // handle processes one delivery; done reports that it already marked the

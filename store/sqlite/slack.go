@@ -15,7 +15,9 @@ import (
 
 // The Slack bridge's hot queries, kept here so a test can check their plans.
 const (
-	inboxPendingQuery = `SELECT ` + inboxColumns + ` FROM slack_inbox
+	// Pending rows are few: they are read from the partial index and
+	// sorted, never by walking the table's history in id order.
+	inboxPendingQuery = `SELECT ` + inboxColumns + ` FROM slack_inbox INDEXED BY slack_inbox_pending_thread
 		WHERE processed_at IS NULL ORDER BY id LIMIT ?`
 	// A thread's head is its oldest unprocessed delivery; only heads are
 	// claimed, which keeps a thread in arrival order across replicas.

@@ -20,7 +20,7 @@ func TestSlackQueriesUseIndexes(t *testing.T) {
 		args  []any
 		want  []string
 	}{
-		"InboxPending":  {inboxPendingQuery, []any{50}, []string{"slack_inbox_pending"}},
+		"InboxPending":  {inboxPendingQuery, []any{50}, []string{"slack_inbox_pending_thread"}},
 		"InboxClaim":    {inboxClaimQuery, []any{"r1", now, now, 50}, []string{"slack_inbox_pending_thread"}},
 		"OutboxClaim":   {outboxClaimQuery, []any{"r1", now, now, now, 50}, []string{"slack_outbox_pending_queue"}},
 		"OutboxNextDue": {outboxNextDueQuery, nil, []string{"slack_outbox_pending_queue"}},

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -224,6 +225,76 @@ func runSlack(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Equal(t, []string{"b1"}, keys(lapsed), "a2 is still held by B")
 		require.ErrorIs(t, s.SlackOutboxAttempt(ctx, lapsed[0].ID, lapsed[0].Claim), store.ErrConflict, "no post under a lapsed claim")
 		require.NoError(t, s.SlackOutboxSent(ctx, lapsed[0].ID, lapsed[0].Claim, "1.3"))
+	})
+
+	t.Run("SlackClaimsAreExclusiveUnderConcurrency", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		const queues = 40
+		var msgs []*store.SlackOutboxAddParams
+		var deliveries []*store.SlackInboxAddParams
+		for q := range queues {
+			for m := range 2 {
+				msgs = append(msgs, &store.SlackOutboxAddParams{DedupeKey: fmt.Sprintf("q%d:m%d", q, m), Queue: fmt.Sprint("C1:", q),
+					Method: store.SlackPost, Channel: "C1", Text: "x"})
+				deliveries = append(deliveries, &store.SlackInboxAddParams{Key: fmt.Sprintf("q%d:d%d", q, m), Kind: store.SlackKindEvent,
+					Body: []byte(`{}`), Thread: fmt.Sprint("C1:", q)})
+			}
+		}
+		_, err := s.SlackOutboxAdd(ctx, msgs)
+		require.NoError(t, err)
+		_, err = s.SlackInboxAdd(ctx, deliveries)
+		require.NoError(t, err)
+		// Eight claimants at once, each claiming until nothing is left:
+		// every queue's head and every thread's head is claimed by one of
+		// them, once, and no second message of a queue while its head is held.
+		type claimed struct{ outbox, inbox []string }
+		results := make(chan claimed, 8)
+		errs := make(chan error, 8)
+		now := time.Now()
+		for w := range 8 {
+			go func() {
+				var got claimed
+				p := &store.SlackClaimParams{Holder: fmt.Sprint("w", w), Now: now, Until: now.Add(time.Minute), Limit: 3}
+				for {
+					out, err := s.SlackOutboxClaim(ctx, p)
+					if err != nil {
+						errs <- err
+						return
+					}
+					in, err := s.SlackInboxClaim(ctx, p)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if len(out)+len(in) == 0 {
+						results <- got
+						return
+					}
+					got.outbox = append(got.outbox, keys(out)...)
+					got.inbox = append(got.inbox, inboxKeys(in)...)
+				}
+			}()
+		}
+		var outbox, inbox []string
+		for range 8 {
+			select {
+			case err := <-errs:
+				require.NoError(t, err)
+			case got := <-results:
+				outbox, inbox = append(outbox, got.outbox...), append(inbox, got.inbox...)
+			}
+		}
+		slices.Sort(outbox)
+		slices.Sort(inbox)
+		var wantOut, wantIn []string
+		for q := range queues {
+			wantOut, wantIn = append(wantOut, fmt.Sprintf("q%d:m0", q)), append(wantIn, fmt.Sprintf("q%d:d0", q))
+		}
+		slices.Sort(wantOut)
+		slices.Sort(wantIn)
+		require.Equal(t, wantOut, outbox, "each head claimed once, no successor while it is held")
+		require.Equal(t, wantIn, inbox, "each thread's head claimed once, no successor while it is held")
 	})
 
 	t.Run("SlackInboxClaim", func(t *testing.T) {

@@ -12,6 +12,10 @@ ALTER TABLE slack_inbox ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
 -- Deliveries stored before threads were recorded are threads of their own.
 UPDATE slack_inbox SET thread = 'key:' || key;
 CREATE INDEX slack_inbox_pending_thread ON slack_inbox (thread, id) WHERE processed_at IS NULL;
+-- The claim walks pending rows by thread; listing them by id walks the same
+-- (small) partial index, so the id-only one would only cost every delivery
+-- a second index write.
+DROP INDEX slack_inbox_pending;
 
 ALTER TABLE slack_outbox ADD COLUMN holder TEXT COLLATE "C" NOT NULL DEFAULT '';
 ALTER TABLE slack_outbox ADD COLUMN claim_seq BIGINT NOT NULL DEFAULT 0;
