@@ -134,7 +134,7 @@ func (b *Bridge) keepClaim(ctx context.Context, cancel context.CancelCauseFunc, 
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(b.cfg.ClaimLease / 3)
+		t := time.NewTicker(max(b.cfg.ClaimLease/3, time.Millisecond))
 		defer t.Stop()
 		for {
 			select {

@@ -169,6 +169,9 @@ func (b *Bridge) attempt(ctx, rec context.Context, m *store.SlackOutboxMsg, log 
 		return nil
 	}
 	tracing.Fail(span, "", err)
+	if errors.Is(err, store.ErrConflict) {
+		return err // the claim was lost before the post: nothing was sent, nothing to record
+	}
 	if ctx.Err() != nil {
 		// Shutting down, or the claim was lost: nothing is recorded and the
 		// claim lapses, so a post that reaches Slack late is there before

@@ -35,6 +35,8 @@ type replicaSet struct {
 	slack *fakeslack.Server
 	open  func(t *testing.T) store.Store
 	first store.Store // the handle the test itself reads and writes through
+	// gate, when set before a replica starts, is its engine stand-in's gate.
+	gate chan struct{}
 }
 
 // replica is one bridge of a replicaSet with its own engine stand-in and
@@ -93,6 +95,7 @@ func (rs *replicaSet) start(t *testing.T, name string, tune func(c *bridge.Confi
 	models := model.NewRegistry("template", model.Config{})
 	ses := sessions.New(st, sessions.Config{DefaultPolicy: "auto", Models: models, DefaultModel: "template"}, nil, log)
 	eng := newRecordingEngine()
+	eng.gate = rs.gate
 	r := &replica{name: name, store: st, engine: eng,
 		bridge: bridge.New(cfg, st, slack.New("xoxb-test", slack.OptionAPIURL(rs.slack.APIURL())), eng, ses, log)}
 	mux := http.NewServeMux()
@@ -431,6 +434,42 @@ func TestReplicaMirrorsQueueEachEventOnce(t *testing.T) {
 			evs, err := rs.first.SlackMirrorEvents(rs.ctx, cur, 10)
 			require.NoError(t, err)
 			require.Empty(t, evs, "the stored cursor is past every event")
+		})
+	}
+}
+
+// TestReplicaKeepsTheClaimOfALongHandling: a delivery whose handling takes
+// many leases (a slow chat turn, an enqueue behind a busy database) keeps
+// its claim, renewed every third of a lease, so the other replica never
+// takes it over and handles it a second time.
+func TestReplicaKeepsTheClaimOfALongHandling(t *testing.T) {
+	t.Parallel()
+	for _, kind := range replicaStores {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			rs := newReplicaSet(t, kind)
+			_, err := rs.first.MemoCreate(rs.ctx, &store.MemoCreateParams{Title: "/draft-memo", Body: "x", MemoType: store.MemoTypeWorkflow,
+				Workflow: &store.WorkflowIndex{Command: "/draft-memo", Status: "live", Summary: "Drafts a memo"}})
+			require.NoError(t, err)
+			const lease = 300 * time.Millisecond
+			short := func(c *bridge.Config) { c.ClaimLease = lease }
+			gate := make(chan struct{})
+			rs.gate = gate
+			a, b := rs.start(t, "ka", short), rs.start(t, "kb", short)
+			var open sync.Once
+			release := func() { open.Do(func() { close(gate) }) }
+			t.Cleanup(release) // before the replicas stop, should the test fail with the handling held
+			a.deliver(t, eventBody("EvLong", mention("C5", "U1", "1700000700.000001", "", "draft-memo slow otters")))
+			entered := func() int64 { return a.engine.entered.Load() + b.engine.entered.Load() }
+			require.Eventually(t, func() bool { return entered() == 1 }, 10*time.Second, time.Millisecond, "the handling starts")
+			require.Never(t, func() bool { return entered() > 1 }, 5*lease, 10*time.Millisecond,
+				"no replica takes the delivery over while its handling runs")
+			release()
+			require.Eventually(t, func() bool {
+				p, err := rs.first.SlackInboxPending(rs.ctx, 1)
+				return err == nil && len(p) == 0
+			}, 10*time.Second, 10*time.Millisecond, "the delivery is processed")
+			require.Equal(t, int64(1), entered(), "handled once")
 		})
 	}
 }
