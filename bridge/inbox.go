@@ -16,9 +16,6 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-// inboxBatch is how many deliveries one pass reads.
-const inboxBatch = 50
-
 // inboxAttempts is how often a delivery whose handling fails (a busy
 // database, a failing engine call) is tried before it is set aside with its
 // error.

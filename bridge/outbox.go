@@ -221,7 +221,7 @@ func (b *Bridge) post(ctx context.Context, m *store.SlackOutboxMsg, opts []slack
 		case err == nil && found:
 			b.metrics.found.Inc()
 			log.InfoContext(ctx, "slack: message was already posted by an earlier attempt; recorded, not posted again",
-				slog.Int64("outbox_id", m.ID), slog.String("ts", ts))
+				slog.String("ts", ts))
 			return ts, nil
 		case err == nil:
 		case errors.As(err, &se) && !transientSlackErrors[se.Err]:
@@ -229,7 +229,7 @@ func (b *Bridge) post(ctx context.Context, m *store.SlackOutboxMsg, opts []slack
 			// not_in_channel): asking again will not help, and holding the
 			// thread back for good would drop its messages.
 			log.ErrorContext(ctx, "slack: cannot look for an earlier attempt; posting again (exactly-once needs history read access: channels:history, groups:history, im:history)",
-				slog.Int64("outbox_id", m.ID), slog.Any("error", err))
+				slog.Any("error", err))
 		default:
 			return "", fmt.Errorf("look in Slack for an earlier attempt: %w", err)
 		}
