@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,16 @@ type Config struct {
 	// BackfillPageSize is the limit a backfill asks conversations.replies
 	// for (default 200; Slack answers at most 15 to non-Marketplace apps).
 	BackfillPageSize int
+	// Holder names this bridge in the claims of inbox deliveries and outbox
+	// messages it takes (default host:pid:<random>), unique per process so
+	// replicas on one database never mistake each other's claims.
+	Holder string
+	// ClaimLease is how long a claim holds unless extended (default 15s): a
+	// delivery or message claimed by a replica that died is taken over after
+	// it. Live work extends its claim every third of it; a send cut short
+	// (shutdown) leaves its claim to lapse rather than give it back, so a
+	// post still on the wire is in Slack before another replica looks for it.
+	ClaimLease time.Duration
 	// Tracer records each delivery's handling and each Slack write as
 	// spans (SPEC §10); nil records nothing.
 	Tracer trace.TracerProvider
@@ -131,6 +142,13 @@ func (c *Config) defaults() {
 	if c.BackfillPageSize <= 0 {
 		c.BackfillPageSize = 200
 	}
+	if c.Holder == "" {
+		host, _ := os.Hostname()
+		c.Holder = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), strings.TrimPrefix(store.NewID("b"), "b_"))
+	}
+	if c.ClaimLease <= 0 {
+		c.ClaimLease = 15 * time.Second
+	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 }
 
@@ -146,13 +164,11 @@ type Bridge struct {
 	botUserID atomic.Value // string
 	botID     atomic.Value // string
 
-	// inbox is the state of the per-thread inbox workers.
+	// inbox is the state of the per-thread inbox workers (which threads
+	// they are on, and which wait for a retry, is in the store's claims).
 	inbox struct {
-		mu    sync.Mutex
-		busy  map[string]bool        // threads with a worker on them
-		fails map[int64]inboxFailure // deliveries waiting for a retry
-		sem   chan struct{}          // bounds workers (InboxWorkers)
-		wg    sync.WaitGroup
+		sem chan struct{} // bounds workers (InboxWorkers)
+		wg  sync.WaitGroup
 	}
 
 	inboxWake  chan struct{}
@@ -196,7 +212,6 @@ func New(cfg Config, st store.Store, api *slack.Client, eng Engine, ses *session
 		mirrorWake: make(chan struct{}, 1),
 		outboxWake: make(chan struct{}, 1),
 	}
-	b.inbox.busy, b.inbox.fails = map[string]bool{}, map[int64]inboxFailure{}
 	b.inbox.sem = make(chan struct{}, cfg.InboxWorkers)
 	b.backfills.init()
 	b.botUserID.Store("")
@@ -300,12 +315,6 @@ func (b *Bridge) Start(ctx context.Context) error {
 	wg.Wait()
 	b.inbox.wg.Wait() // thread workers finish (or abandon) their delivery
 	return nil
-}
-
-// inboxFailure counts a delivery's failed attempts and when to try again.
-type inboxFailure struct {
-	n    int
-	next time.Time
 }
 
 // pruneLoop deletes old inbox and outbox rows at start and then hourly, so

@@ -43,7 +43,7 @@ func TestKill9PostsNoSlackMessageTwice(t *testing.T) {
 	fake.SlowPosts(postDelay)
 	db := filepath.Join(dir, "holdfast.db")
 	env := append(os.Environ(), "HOLDFAST_DB="+db, "HOLDFAST_ADMIN_PASSWORD=crash-test-pw", "HOLDFAST_STUCK_RUN=1s",
-		"HOLDFAST_PASS_INTERVAL=1s", "SLACK_BOT_TOKEN=xoxb-test", "SLACK_SIGNING_SECRET="+secret,
+		"HOLDFAST_PASS_INTERVAL=1s", "HOLDFAST_SLACK_CLAIM_LEASE=1s", "SLACK_BOT_TOKEN=xoxb-test", "SLACK_SIGNING_SECRET="+secret,
 		"SLACK_API_URL="+fake.APIURL(), "SLACK_HOLDS_CHANNEL=CHOLDS", "SLACK_APP_TOKEN=") // HTTP mode
 
 	p := bottest.Start(t, bin, env)

@@ -36,7 +36,10 @@ func TestOutboxFindsPostsWhoseAnswerWasLost(t *testing.T) {
 	add("reply", "C1", "1700000200.000001")
 	add("card", "CHOLDS", "")
 
-	cfg := bridge.Config{Tick: 20 * time.Millisecond, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond}
+	// The first bridge's claims of the posts it was cut off in lapse after
+	// ClaimLease; the second takes them over then.
+	cfg := bridge.Config{Tick: 20 * time.Millisecond, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		ClaimLease: 300 * time.Millisecond}
 	first := bridge.New(cfg, tb.store, apiFor(tb), newRecordingEngine(), tb.sessions, discard())
 	ctx, cancel := context.WithCancel(tb.ctx)
 	done := make(chan struct{})

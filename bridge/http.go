@@ -84,7 +84,7 @@ func (b *Bridge) serveEvents(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, env.Challenge)
 		return
 	case "event_callback":
-		if err := b.Accept(r.Context(), store.SlackKindEvent, env.EventID, body); err != nil {
+		if err := b.Accept(r.Context(), store.SlackKindEvent, env.EventID, eventThread(env), body); err != nil {
 			b.log.ErrorContext(r.Context(), "slack: storing event", slog.String("event_id", env.EventID), slog.Any("error", err))
 			httpError(w, http.StatusServiceUnavailable, "could not store the event; Slack will retry")
 			return
@@ -145,7 +145,7 @@ func (b *Bridge) interaction(ctx context.Context, in *Interaction, payload []byt
 	if !keep {
 		return nil
 	}
-	return b.Accept(ctx, store.SlackKindInteraction, key, payload)
+	return b.Accept(ctx, store.SlackKindInteraction, key, interactionThread(in), payload)
 }
 
 // serveCommands is the /holdfast slash command (form-encoded, signed like
@@ -185,9 +185,11 @@ func interactionKey(payload []byte) string {
 
 // Accept stores one delivery durably and wakes the inbox worker. It is the
 // only thing either transport does before acknowledging: no model call and no
-// Slack call happens on this path.
-func (b *Bridge) Accept(ctx context.Context, kind, key string, body []byte) error {
-	added, err := b.storeInbox(ctx, &store.SlackInboxAddParams{Key: key, Kind: kind, Body: body})
+// Slack call happens on this path. thread orders the delivery's processing
+// (eventThread, interactionThread; "" for a thread of its own), taken from
+// what the transport has parsed already.
+func (b *Bridge) Accept(ctx context.Context, kind, key, thread string, body []byte) error {
+	added, err := b.storeInbox(ctx, &store.SlackInboxAddParams{Key: key, Kind: kind, Body: body, Thread: thread})
 	if err != nil {
 		return fmt.Errorf("slack inbox: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -15,9 +16,6 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-// inboxBatch is how many deliveries one pass reads.
-const inboxBatch = 50
-
 // inboxAttempts is how often a delivery whose handling fails (a busy
 // database, a failing engine call) is tried before it is set aside with its
 // error.
@@ -26,152 +24,170 @@ const inboxAttempts = 3
 // errMalformed marks deliveries no retry can help.
 var errMalformed = errors.New("malformed delivery")
 
-// processInbox hands stored deliveries to per-thread workers: threads run
-// in parallel (so one slow command, such as /compact on a hosted model,
-// holds up only its own thread), each thread's deliveries in arrival order.
-// It never waits for the workers; a worker that finishes wakes it again.
-// A delivery whose handling fails is tried again after a pause (the rest of
-// its thread waits for it), and after inboxAttempts it is marked with its
-// error rather than retried forever.
+// processInbox claims deliveries for per-thread workers: threads run in
+// parallel (so one slow command, such as /compact on a hosted model, holds
+// up only its own thread), each thread's deliveries one at a time in
+// arrival order. The claim is in the database (SlackInboxClaim: a thread's
+// next delivery is claimable only once its head is done), so replicas on one
+// database process each delivery once and each thread in order, as one
+// process does. It claims only as many deliveries as it has free workers,
+// never waits for them, and a worker that finishes wakes it again. A
+// delivery whose handling fails is given back to be tried again after a
+// pause (the rest of its thread waits for it), and after inboxAttempts it is
+// marked with its error rather than retried forever.
 func (b *Bridge) processInbox(ctx context.Context) (bool, error) {
-	items, err := b.store.SlackInboxPending(ctx, inboxBatch)
+	free := cap(b.inbox.sem) - len(b.inbox.sem) // only this loop takes slots
+	if free == 0 {
+		return false, nil
+	}
+	now := time.Now()
+	items, err := b.store.SlackInboxClaim(ctx, &store.SlackClaimParams{Holder: b.cfg.Holder, Now: now,
+		Until: now.Add(b.cfg.ClaimLease), Limit: free})
 	if err != nil {
 		return false, err
 	}
-	now := time.Now()
-	var order []string
-	threads := map[string][]*store.SlackInboxItem{}
-	blocked := map[string]bool{}
-	b.inbox.mu.Lock()
 	for _, it := range items {
-		k := threadOf(it)
-		if b.inbox.busy[k] || blocked[k] {
-			continue // a worker is on it (and wakes us when done), or it waits for a retry
-		}
-		if f, ok := b.inbox.fails[it.ID]; ok && now.Before(f.next) {
-			blocked[k] = true // the thread waits for its failed delivery's retry
-			continue
-		}
-		if _, ok := threads[k]; !ok {
-			order = append(order, k)
-		}
-		threads[k] = append(threads[k], it)
-	}
-	for _, k := range order {
-		b.inbox.busy[k] = true
-	}
-	b.inbox.mu.Unlock()
-
-	for _, k := range order {
-		select {
-		case b.inbox.sem <- struct{}{}:
-		case <-ctx.Done():
-			b.inbox.mu.Lock()
-			for _, k := range order {
-				delete(b.inbox.busy, k)
-			}
-			b.inbox.mu.Unlock()
-			return false, ctx.Err()
-		}
+		b.inbox.sem <- struct{}{}
 		b.inbox.wg.Go(func() {
 			defer func() {
 				<-b.inbox.sem
-				b.inbox.mu.Lock()
-				delete(b.inbox.busy, k)
-				b.inbox.mu.Unlock()
 				wake(b.inboxWake)  // the thread may have more
 				wake(b.mirrorWake) // replies and run events may be waiting
 				b.cfg.Signals.fire()
 			}()
-			for _, it := range threads[k] {
-				retry, err := b.processOne(ctx, it)
-				if err != nil && ctx.Err() == nil {
-					b.log.ErrorContext(ctx, "slack: recording a delivery", slog.String("key", it.Key), slog.Any("error", err))
-				}
-				if err != nil || retry {
-					return // the rest of the thread waits for it
-				}
+			if err := b.processOne(ctx, it); err != nil && ctx.Err() == nil {
+				b.log.ErrorContext(ctx, "slack: recording a delivery", slog.String("key", it.Key),
+					slog.Int64("inbox_id", it.ID), slog.Any("error", err))
 			}
 		})
 	}
 	return false, nil
 }
 
-// processOne handles a delivery and records the outcome; retry reports that
-// it failed and will be tried again.
-func (b *Bridge) processOne(ctx context.Context, it *store.SlackInboxItem) (retry bool, err error) {
+// processOne handles a claimed delivery and records the outcome. The claim
+// is extended while the handling runs (a chat turn may take minutes); if it
+// is lost anyway (this process was cut off from the database for a whole
+// lease and another replica took the delivery over) the handling is
+// cancelled, since the other replica does it.
+func (b *Bridge) processOne(ctx context.Context, it *store.SlackInboxItem) error {
 	if ctx.Err() != nil {
-		return false, ctx.Err()
+		return b.inboxRelease(ctx, it, time.Now(), nil)
 	}
+	log := b.log.With(slog.String("key", it.Key), slog.Int64("inbox_id", it.ID), slog.String("thread", it.Thread))
+	hctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := b.keepClaim(hctx, cancel, func(ctx context.Context, until time.Time) error {
+		return b.store.SlackInboxExtend(ctx, it.ID, it.Claim, until)
+	}, log)
 	// The delivery's span is the root of what it leads to: a chat turn, an
 	// enqueue and its run, a decision, the replies it queues.
-	ctx, span := b.startSpan(ctx, tracing.SpanSlackDelivery, trace.WithSpanKind(trace.SpanKindConsumer),
+	hctx, span := b.startSpan(hctx, tracing.SpanSlackDelivery, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(attribute.String("slack.delivery.kind", it.Kind), attribute.String("slack.delivery.key", it.Key),
 			attribute.Int64("slack.delivery.id", it.ID)))
-	defer span.End()
-	done, herr := b.handle(ctx, it)
+	done, herr := b.handle(hctx, it)
 	tracing.Fail(span, "", herr)
-	if herr != nil && ctx.Err() != nil {
-		return false, ctx.Err() // shutting down: leave it for the next start
+	span.End()
+	stop()
+	if herr != nil && hctx.Err() != nil {
+		if context.Cause(hctx) == errClaimLost {
+			return nil // the replica that took it over handles it
+		}
+		// Shutting down: give it back, for another replica or the next start.
+		return b.inboxRelease(ctx, it, time.Now(), nil)
 	}
-	b.inbox.mu.Lock()
-	f := b.inbox.fails[it.ID]
 	if errors.Is(herr, errNotYet) {
 		// Waiting on the outbox (a Slack outage): no failure, no limit.
-		f.next = time.Now().Add(b.cfg.InboxRetry)
-		b.inbox.fails[it.ID] = f
-		b.inbox.mu.Unlock()
-		return true, nil
+		return b.inboxRelease(ctx, it, time.Now().Add(b.cfg.InboxRetry), nil)
 	}
 	if herr != nil {
-		f.n++
-		f.next = time.Now().Add(time.Duration(f.n) * b.cfg.InboxRetry)
-		b.inbox.fails[it.ID] = f
-	}
-	if herr == nil || errors.Is(herr, errMalformed) || f.n >= inboxAttempts {
-		delete(b.inbox.fails, it.ID)
-	}
-	b.inbox.mu.Unlock()
-	if herr != nil {
-		b.log.ErrorContext(ctx, "slack: delivery failed", slog.String("key", it.Key), slog.Int("attempt", f.n), slog.Any("error", herr))
-		if !errors.Is(herr, errMalformed) && f.n < inboxAttempts {
-			return true, nil
+		n := it.Attempts + 1
+		log.ErrorContext(ctx, "slack: delivery failed", slog.Int("attempt", n), slog.Any("error", herr))
+		if !errors.Is(herr, errMalformed) && n < inboxAttempts {
+			return b.inboxRelease(ctx, it, time.Now().Add(time.Duration(n)*b.cfg.InboxRetry), herr)
 		}
 	}
 	if done {
-		return false, nil
+		return nil
 	}
 	msg := ""
 	if herr != nil {
 		msg = herr.Error()
 	}
-	if err := b.store.SlackInboxDone(ctx, it.ID, msg); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return false, err
+	if err := b.store.SlackInboxDone(context.WithoutCancel(ctx), it.ID, msg); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
 	}
-	return false, nil
+	return nil
 }
 
-// threadOf is the thread a delivery belongs to, which orders its processing;
-// a delivery that does not parse is a thread of its own.
-func threadOf(it *store.SlackInboxItem) string {
-	switch it.Kind {
-	case store.SlackKindEvent:
-		if env, err := ParseEnvelope(it.Body); err == nil {
-			if m, err := ParseMessage(env); err == nil && m.Channel != "" {
-				if m.ChannelType == "im" && m.ThreadTS == "" {
-					return queueOf(m.Channel, dmThread) // one conversation, in order
-				}
-				return queueOf(m.Channel, m.Root())
+// errClaimLost cancels work on a delivery or message another replica took
+// over.
+var errClaimLost = errors.New("claim lost")
+
+// keepClaim calls extend every third of a lease until stop is called, so
+// work that takes long keeps its claim; a claim found lost (this process
+// was cut off from the database for a whole lease and another replica took
+// over) cancels the work.
+func (b *Bridge) keepClaim(ctx context.Context, cancel context.CancelCauseFunc, extend func(ctx context.Context, until time.Time) error,
+	log *slog.Logger) (stop func()) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(max(b.cfg.ClaimLease/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := extend(ctx, time.Now().Add(b.cfg.ClaimLease))
+			switch {
+			case errors.Is(err, store.ErrConflict):
+				log.WarnContext(ctx, "slack: claim lost to another replica; abandoning the work")
+				cancel(errClaimLost)
+				return
+			case err != nil && ctx.Err() == nil:
+				log.WarnContext(ctx, "slack: extending a claim", slog.Any("error", err))
 			}
 		}
-	case store.SlackKindInteraction:
-		if in, err := ParseInteraction(it.Body); err == nil {
-			return interactionThread(in)
-		}
-	case store.SlackKindCommand:
-		return "command:" + it.Key
+	})
+	return func() { close(quit); wg.Wait() }
+}
+
+// inboxRelease gives a claimed delivery back, claimable from next; failure,
+// when set, counts as a failed attempt. It is recorded even when ctx is
+// done (shutting down), so no other replica waits for the claim to lapse.
+func (b *Bridge) inboxRelease(ctx context.Context, it *store.SlackInboxItem, next time.Time, failure error) error {
+	p := &store.SlackInboxReleaseParams{ID: it.ID, Claim: it.Claim, Next: next, Failed: failure != nil}
+	if failure != nil {
+		p.Error = failure.Error()
 	}
-	return fmt.Sprintf("delivery:%d", it.ID)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := b.store.SlackInboxRelease(rctx, p)
+	if errors.Is(err, store.ErrConflict) {
+		return nil // taken over meanwhile: the new holder has it
+	}
+	return err
+}
+
+// eventThread is the thread an event delivery belongs to, which orders its
+// processing; "" (an event that is not a message) makes it a thread of its
+// own.
+func eventThread(env *Envelope) string {
+	if env.Type != "event_callback" {
+		return ""
+	}
+	m, err := ParseMessage(env)
+	if err != nil || m.Channel == "" {
+		return ""
+	}
+	if m.ChannelType == "im" && m.ThreadTS == "" {
+		return queueOf(m.Channel, dmThread) // one conversation, in order
+	}
+	return queueOf(m.Channel, m.Root())
 }
 
 // handle processes one delivery; done reports that it already marked the

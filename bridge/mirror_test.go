@@ -267,13 +267,15 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 		tb.appendEvent(t, ses.ID, "assistant_message", map[string]any{"text": fmt.Sprintf("reply %d", i)})
 	}
 
-	first := bridge.New(bridge.Config{Tick: 20 * time.Millisecond, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond},
-		tb.store, apiFor(tb), newRecordingEngine(), tb.sessions, discard())
+	// A send cut short leaves its claim to lapse (ClaimLease), as a death
+	// mid-post would: short here, so the next process need not wait long.
+	first := bridge.New(bridge.Config{Tick: 20 * time.Millisecond, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		ClaimLease: 300 * time.Millisecond}, tb.store, apiFor(tb), newRecordingEngine(), tb.sessions, discard())
 	ctx, cancel := context.WithCancel(tb.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = first.Start(ctx) }()
 	tb.eventually(t, func() bool { return len(tb.slack.Calls("chat.postMessage")) >= 3 }, 10*time.Second)
-	cancel() // the process dies while Slack is down
+	cancel() // the process dies while Slack is down, perhaps mid-post
 	<-done
 	require.Empty(t, tb.slack.Delivered("chat.postMessage"))
 

@@ -19,12 +19,11 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-// outboxBatch bounds the queue heads one sender pass reads.
-const outboxBatch = 50
-
-// sendLoop delivers the outbox: every pass sends each thread's oldest due
-// message (threads in parallel, each thread in order), then sleeps until the
-// next message is due, a wake-up, or the safety-net tick.
+// sendLoop delivers the outbox: every pass claims up to Senders threads'
+// oldest due messages and sends them (threads in parallel, each thread in
+// order), then sleeps until the next message is due, a wake-up, or the
+// safety-net tick. The claim is in the database (SlackOutboxClaim), so any
+// number of replicas send each message once and each thread in order.
 func (b *Bridge) sendLoop(ctx context.Context) {
 	for ctx.Err() == nil {
 		n, err := b.sendOnce(ctx)
@@ -49,23 +48,23 @@ func (b *Bridge) sendLoop(ctx context.Context) {
 	}
 }
 
-// sendOnce makes one attempt at each due queue head; it answers how many
-// attempts it made.
+// sendOnce claims due queue heads, one per free sender, and makes one
+// attempt at each; it answers how many attempts it made. It claims no more
+// than it sends at once, so no claim waits behind other sends.
 func (b *Bridge) sendOnce(ctx context.Context) (int, error) {
-	due, err := b.store.SlackOutboxDue(ctx, time.Now(), outboxBatch)
+	now := time.Now()
+	due, err := b.store.SlackOutboxClaim(ctx, &store.SlackClaimParams{Holder: b.cfg.Holder, Now: now,
+		Until: now.Add(b.cfg.ClaimLease), Limit: b.cfg.Senders})
 	if err != nil || len(due) == 0 {
 		return 0, err
 	}
-	sem := make(chan struct{}, b.cfg.Senders)
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
 	)
 	for _, m := range due {
-		sem <- struct{}{}
 		wg.Go(func() {
-			defer func() { <-sem }()
 			if err := b.deliver(ctx, m); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
@@ -77,21 +76,54 @@ func (b *Bridge) sendOnce(ctx context.Context) (int, error) {
 	return len(due), errors.Join(errs...)
 }
 
-// deliver makes one attempt at a message and records the outcome.
+// deliver makes one attempt at a claimed message, extending the claim while
+// it runs. The outcome is recorded, fenced by the claim, even if ctx ends
+// meanwhile (a post Slack answered is worth recording); a message whose
+// ctx ended before any call gives its claim back at once.
 func (b *Bridge) deliver(ctx context.Context, m *store.SlackOutboxMsg) error {
+	rec := context.WithoutCancel(ctx)
+	if ctx.Err() != nil {
+		rctx, cancel := context.WithTimeout(rec, 5*time.Second)
+		defer cancel()
+		if err := b.store.SlackOutboxRelease(rctx, m.ID, m.Claim); err != nil && !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		return nil
+	}
+	log := b.log.With(slog.String("outbox_key", m.DedupeKey), slog.Int64("outbox_id", m.ID), slog.String("method", m.Method),
+		slog.String("channel", m.Channel))
+	hctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := b.keepClaim(hctx, cancel, func(ctx context.Context, until time.Time) error {
+		return b.store.SlackOutboxExtend(ctx, m.ID, m.Claim, until)
+	}, log)
+	err := b.attempt(hctx, rec, m, log)
+	stop()
+	if errors.Is(err, store.ErrConflict) {
+		log.WarnContext(ctx, "slack: outbox claim lost to another replica; it sends the message", slog.Any("error", err))
+		return nil
+	}
+	return err
+}
+
+// attempt makes one attempt at a message and records the outcome through
+// rec, the context that outlives ctx.
+func (b *Bridge) attempt(ctx, rec context.Context, m *store.SlackOutboxMsg, log *slog.Logger) error {
 	// Each attempt is a span in the trace of the work that queued it.
 	ctx, span := b.startSpan(tracing.Join(ctx, m.TraceContext), tracing.SpanSlackPost, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("slack.method", m.Method), attribute.String("slack.channel", m.Channel),
 			attribute.String("slack.thread_ts", m.ThreadTS), attribute.String("slack.outbox.key", m.DedupeKey),
 			attribute.Int("slack.outbox.attempt", m.Attempts+1)))
 	defer span.End()
-	log := b.log.With(slog.String("outbox_key", m.DedupeKey), slog.String("method", m.Method), slog.String("channel", m.Channel))
+	fail := func(msg string) error {
+		b.metrics.failed.Inc()
+		return b.store.SlackOutboxFail(rec, m.ID, m.Claim, msg)
+	}
 	opts := []slack.MsgOption{slack.MsgOptionText(m.Text, false)}
 	if m.Blocks != "" {
 		var bl slack.Blocks
 		if err := json.Unmarshal([]byte(m.Blocks), &bl); err != nil {
-			b.metrics.failed.Inc()
-			return b.store.SlackOutboxFail(ctx, m.ID, "stored blocks do not decode: "+err.Error())
+			return fail("stored blocks do not decode: " + err.Error())
 		}
 		opts = append(opts, slack.MsgOptionBlocks(bl.BlockSet...))
 	}
@@ -114,45 +146,47 @@ func (b *Bridge) deliver(ctx context.Context, m *store.SlackOutboxMsg) error {
 		ref, rerr := b.store.SlackOutboxGetByKey(ctx, m.RefKey)
 		switch {
 		case rerr != nil:
-			b.metrics.failed.Inc()
-			return b.store.SlackOutboxFail(ctx, m.ID, "message to update is unknown: "+rerr.Error())
+			return fail("message to update is unknown: " + rerr.Error())
 		case ref.Status == store.SlackOutboxFailed:
-			b.metrics.failed.Inc()
-			return b.store.SlackOutboxFail(ctx, m.ID, "message to update was never posted: "+ref.LastError)
+			return fail("message to update was never posted: " + ref.LastError)
 		case ref.Status != store.SlackOutboxSentSt:
 			// Posted from another queue and not sent yet: wait for it.
-			return b.store.SlackOutboxRetry(ctx, m.ID, time.Now().Add(b.cfg.BackoffBase), "waiting for "+m.RefKey+" to be posted")
+			return b.store.SlackOutboxRetry(rec, m.ID, m.Claim, time.Now().Add(b.cfg.BackoffBase), "waiting for "+m.RefKey+" to be posted")
 		}
 		_, ts, _, err = b.api.UpdateMessageContext(ctx, m.Channel, ref.SentTS, opts...)
 	case store.SlackPublish:
 		err = b.publishHome(ctx, m)
 	default:
-		b.metrics.failed.Inc()
-		return b.store.SlackOutboxFail(ctx, m.ID, "unknown method "+m.Method)
+		return fail("unknown method " + m.Method)
 	}
 	if err == nil {
 		b.metrics.sent.Inc()
 		span.SetAttributes(attribute.String("slack.ts", ts))
 		log.DebugContext(ctx, "slack: sent", slog.String("ts", ts))
-		if err := b.store.SlackOutboxSent(ctx, m.ID, ts); err != nil {
+		if err := b.store.SlackOutboxSent(rec, m.ID, m.Claim, ts); err != nil {
 			return err
 		}
 		b.sentNotify()
 		return nil
 	}
 	tracing.Fail(span, "", err)
+	if errors.Is(err, store.ErrConflict) {
+		return err // the claim was lost before the post: nothing was sent, nothing to record
+	}
 	if ctx.Err() != nil {
-		return nil // shutting down: the message stays due, unattempted
+		// Shutting down, or the claim was lost: nothing is recorded and the
+		// claim lapses, so a post that reaches Slack late is there before
+		// another replica looks for it.
+		return nil
 	}
 	next, permanent := b.retryAt(m, err)
 	if permanent {
-		b.metrics.failed.Inc()
 		log.ErrorContext(ctx, "slack: write refused; kept as failed", slog.Int("attempts", m.Attempts+1), slog.Any("error", err))
-		return b.store.SlackOutboxFail(ctx, m.ID, err.Error())
+		return fail(err.Error())
 	}
 	b.metrics.retried.Inc()
 	log.WarnContext(ctx, "slack: write failed; will retry", slog.Int("attempts", m.Attempts+1), slog.Time("next", next), slog.Any("error", err))
-	return b.store.SlackOutboxRetry(ctx, m.ID, next, err.Error())
+	return b.store.SlackOutboxRetry(rec, m.ID, m.Claim, next, err.Error())
 }
 
 // outboxEventType is the message metadata event type of every post: its
@@ -181,18 +215,14 @@ const (
 // which costs one needless search on the retry: it keeps one rule (an
 // attempted post is searched for) instead of telling outcomes apart.
 func (b *Bridge) post(ctx context.Context, m *store.SlackOutboxMsg, opts []slack.MsgOption, log *slog.Logger) (string, error) {
-	if m.AttemptedAt == nil {
-		if err := b.store.SlackOutboxAttempt(ctx, m.ID); err != nil {
-			return "", fmt.Errorf("record the attempt before posting: %w", err)
-		}
-	} else {
+	if m.AttemptedAt != nil {
 		ts, found, err := b.findPosted(ctx, m)
 		var se slack.SlackErrorResponse
 		switch {
 		case err == nil && found:
 			b.metrics.found.Inc()
 			log.InfoContext(ctx, "slack: message was already posted by an earlier attempt; recorded, not posted again",
-				slog.Int64("outbox_id", m.ID), slog.String("ts", ts))
+				slog.String("ts", ts))
 			return ts, nil
 		case err == nil:
 		case errors.As(err, &se) && !transientSlackErrors[se.Err]:
@@ -200,10 +230,15 @@ func (b *Bridge) post(ctx context.Context, m *store.SlackOutboxMsg, opts []slack
 			// not_in_channel): asking again will not help, and holding the
 			// thread back for good would drop its messages.
 			log.ErrorContext(ctx, "slack: cannot look for an earlier attempt; posting again (exactly-once needs history read access: channels:history, groups:history, im:history)",
-				slog.Int64("outbox_id", m.ID), slog.Any("error", err))
+				slog.Any("error", err))
 		default:
 			return "", fmt.Errorf("look in Slack for an earlier attempt: %w", err)
 		}
+	}
+	// Recorded every time, fenced by the claim: a sender whose claim lapsed
+	// (another replica may be sending the message) never posts.
+	if err := b.store.SlackOutboxAttempt(ctx, m.ID, m.Claim); err != nil {
+		return "", fmt.Errorf("record the attempt before posting: %w", err)
 	}
 	opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{EventType: outboxEventType,
 		EventPayload: map[string]any{"id": strconv.FormatInt(m.ID, 10)}}))

@@ -81,7 +81,7 @@ func (b *Bridge) slashCommand(ctx context.Context, form url.Values) (*slashRespo
 		if form.Get("trigger_id") == "" {
 			key = interactionKey([]byte(form.Encode()))
 		}
-		if err := b.Accept(ctx, store.SlackKindCommand, key, []byte(form.Encode())); err != nil {
+		if err := b.Accept(ctx, store.SlackKindCommand, key, "", []byte(form.Encode())); err != nil {
 			return nil, err
 		}
 		return nil, nil

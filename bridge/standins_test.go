@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,6 +29,8 @@ type recordingEngine struct {
 	// gate, when set, holds every Enqueue of a brief containing "slow"
 	// until it is closed.
 	gate chan struct{}
+	// entered counts Enqueue calls as they start (before the gate).
+	entered atomic.Int64
 }
 
 func newRecordingEngine() *recordingEngine {
@@ -35,6 +38,7 @@ func newRecordingEngine() *recordingEngine {
 }
 
 func (e *recordingEngine) Enqueue(ctx context.Context, p engine.EnqueueParams) (*store.QueueItem, bool, error) {
+	e.entered.Add(1)
 	if brief, _ := p.Payload["brief"].(string); e.gate != nil && strings.Contains(brief, "slow") {
 		<-e.gate
 	}

@@ -139,11 +139,11 @@ func TestStewardshipThroughTheBinary(t *testing.T) {
 		}
 		return false
 	}, 30*time.Second, 10*time.Millisecond, "the card shows the decision and the published text")
-	// The steward's own answer is queued beside the card's update, not
-	// before it: wait for it too.
+	// The submitter's answer is queued after Decide returns, so it may be
+	// sent after the mirror's posts for the decision: wait for it too.
 	var eph []fakeslack.Call
 	waitSlack(t, fake, func() bool { eph = fake.Delivered("chat.postEphemeral"); return len(eph) > 0 }, 30*time.Second,
-		"the steward is told the outcome")
+		"the submitter is answered")
 	require.Contains(t, eph[len(eph)-1].Form["text"], "You approved *Otters* with your edit")
 
 	p.Stop(t)

@@ -206,3 +206,100 @@ func TestPersistentClaimFailureBacksOff(t *testing.T) {
 	require.NotNil(t, r)
 	require.Equal(t, store.RunSucceeded, r.Status, r.Error)
 }
+
+// TestClaimOnEnqueue: an enqueue that finds a worker of this process
+// waiting inserts its item already claimed, with the run and its
+// run_started line, and that worker runs it; with no worker waiting the item
+// is left pending for a claim, as before.
+func TestClaimOnEnqueue(t *testing.T) {
+	t.Parallel()
+	t.Run("IdleWorkerTakesTheRunFromTheEnqueue", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.workflow(t, "/draft")
+		waitIdle(t, b.eng, 4)
+		it := b.enqueue(t, EnqueueParams{Command: "/draft", Payload: map[string]any{"title": "T", "brief": "x"}})
+		require.Equal(t, store.ItemClaimed, it.Status, "claimed in the enqueue's own transaction")
+		require.Equal(t, store.RunIDForItem(it.ID), it.RunID)
+		r := b.waitFinished(t, it.ID)[it.ID]
+		require.Equal(t, store.RunSucceeded, r.Status)
+		require.Equal(t, "run_started", b.eventTypes(t, it.SessionID)[0])
+		require.Equal(t, 1, strings.Count(strings.Join(b.eventTypes(t, it.SessionID), " "), "run_started"))
+		require.EqualValues(t, 1, counterValue(t, b.eng, "holdfast_items_claimed_on_enqueue_total"))
+	})
+	t.Run("NoWorkerWaitingLeavesItPending", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{noStart: true})
+		b.workflow(t, "/draft")
+		it := b.enqueue(t, EnqueueParams{Command: "/draft", Payload: map[string]any{"brief": "x"}})
+		require.Equal(t, store.ItemPending, it.Status)
+		require.Empty(t, it.RunID)
+	})
+	t.Run("ARepeatClaimsNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.workflow(t, "/draft")
+		waitIdle(t, b.eng, 4)
+		it := b.enqueue(t, EnqueueParams{Command: "/draft", DedupeKey: "k", Payload: map[string]any{"brief": "x"}})
+		b.waitFinished(t, it.ID)
+		waitIdle(t, b.eng, 4)
+		again, created, err := b.eng.Enqueue(context.Background(), EnqueueParams{Command: "/draft", DedupeKey: "k"})
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, it.ID, again.ID)
+		require.EqualValues(t, 4, b.eng.idle.Load(), "the reservation is given back")
+	})
+}
+
+// TestClaimedOnEnqueueRunIsRecovered: a process that dies right after an
+// enqueue claimed its item leaves a running run no worker executes; another
+// process recovers it like any claimed run, and the dead one's lease is
+// fenced off.
+func TestClaimedOnEnqueueRunIsRecovered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{noStart: true, cfg: Config{StuckRun: time.Minute}})
+	b.workflow(t, "/draft")
+	dead := New(Config{RunnerID: "dead", DisableScheduler: true}, b.db, model.NewRegistry("template", model.Config{}), nil)
+	dead.idle.Store(1) // a worker waits, and the process dies before it runs anything
+	it, created, err := dead.Enqueue(ctx, EnqueueParams{Command: "/draft", Payload: map[string]any{"title": "T", "brief": "x"}})
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, store.ItemClaimed, it.Status)
+	var lost *store.Run
+	select {
+	case lost = <-dead.direct:
+	default:
+		t.Fatal("the claimed run was not handed to the waiting worker")
+	}
+	require.Equal(t, "dead", lost.RunnerID)
+
+	res, err := b.eng.RunPass(ctx)
+	require.NoError(t, err)
+	require.Zero(t, res.Started, "a claimed item is no claim's")
+	require.Zero(t, res.Recovered, "a fresh heartbeat is not stuck")
+	b.clock.Advance(2 * time.Minute)
+	res, err = b.eng.RunPass(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Recovered)
+	r, err := b.db.RunGetByID(ctx, it.RunID)
+	require.NoError(t, err)
+	require.Equal(t, store.RunSucceeded, r.Status, "recovered and run to the end")
+	require.Equal(t, 1, r.RecoveryAttempts)
+	require.Nil(t, dead.execute(ctx, lost), "the dead process's late execution is fenced off")
+	memos, err := b.db.RunListByDispatchMemo(ctx, r.DispatchMemoID, 10)
+	require.NoError(t, err)
+	require.Len(t, memos, 1, "one dispatch")
+}
+
+// waitIdle waits until n workers of e are waiting for work.
+func waitIdle(t *testing.T, e *Engine, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.idle.Load() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers idle, want %d", e.idle.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

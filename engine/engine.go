@@ -134,6 +134,15 @@ type Engine struct {
 	wake chan struct{}
 	// handoff carries runs taken over by recovery to the pool.
 	handoff chan *store.Run
+	// idle counts workers waiting for work less the enqueues that reserved
+	// one of them (reserveWorker); direct carries each such enqueue's run,
+	// claimed in its own transaction, to a waiting worker. At most Workers
+	// reservations are ever outstanding, so a send to direct never blocks.
+	idle   atomic.Int64
+	direct chan *store.Run
+	// stopped says the pool has stopped: a run claimed on enqueue after
+	// that is released for recovery, not handed to a worker (under mu).
+	stopped bool
 
 	// resumeHint says approved runs may be waiting, so workers do not
 	// spend a write transaction per wake-up looking for none.
@@ -171,6 +180,7 @@ func New(cfg Config, s store.Store, models *model.Registry, log *slog.Logger) *E
 		log:       log,
 		wake:      make(chan struct{}, 1),
 		handoff:   make(chan *store.Run, 64),
+		direct:    make(chan *store.Run, cfg.Workers),
 		inflight:  map[string]context.CancelCauseFunc{},
 		cancelReq: map[string]error{},
 		tracer:    tracing.Tracer(cfg.Tracer),
@@ -281,16 +291,56 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.signal()
 	<-ctx.Done()
 	wg.Wait()
+	e.mu.Lock()
+	e.stopped = true
+	e.mu.Unlock()
 	e.settling.Wait()
-	// Recovered runs no worker took: release them for the next start.
+	// Recovered runs, and runs claimed on enqueue, that no worker took:
+	// release them for the next start.
 	for {
 		select {
 		case r := <-e.handoff:
+			e.release(context.WithoutCancel(ctx), r)
+		case r := <-e.direct:
 			e.release(context.WithoutCancel(ctx), r)
 		default:
 			return nil
 		}
 	}
+}
+
+// reserveWorker takes one waiting worker for a run claimed on enqueue, if
+// any is waiting; the enqueue then hands its run over with handToWorker, or
+// gives the reservation back with unreserveWorker.
+func (e *Engine) reserveWorker() bool {
+	for {
+		n := e.idle.Load()
+		if n <= 0 {
+			return false
+		}
+		if e.idle.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+func (e *Engine) unreserveWorker() { e.idle.Add(1) }
+
+// handToWorker gives a run claimed on enqueue to the worker reserved for
+// it. Once the pool has stopped the run is released instead, so the next
+// start (or another replica) recovers it at once.
+func (e *Engine) handToWorker(ctx context.Context, r *store.Run) {
+	e.mu.Lock()
+	if !e.stopped {
+		select {
+		case e.direct <- r:
+			e.mu.Unlock()
+			return
+		default: // cannot happen (see direct); never block an enqueue on it
+		}
+	}
+	e.mu.Unlock()
+	e.release(context.WithoutCancel(ctx), r)
 }
 
 // release leaves a run this process holds for immediate recovery (at the
@@ -305,14 +355,22 @@ func (e *Engine) worker(ctx context.Context, n int) {
 	tick := time.NewTicker(e.cfg.PassInterval)
 	defer tick.Stop()
 	for {
+		e.idle.Add(1)
 		select {
+		case r := <-e.direct: // its enqueue took this worker's idle slot
+			e.executeAsync(ctx, r)
+			continue
 		case <-ctx.Done():
+			e.idle.Add(-1)
 			return
 		case r := <-e.handoff:
+			e.idle.Add(-1)
 			e.executeAsync(ctx, r)
 			continue
 		case <-e.wake:
+			e.idle.Add(-1)
 		case <-tick.C:
+			e.idle.Add(-1)
 			e.resumeHint.Store(true) // decided on another replica, perhaps
 		}
 		for ctx.Err() == nil {

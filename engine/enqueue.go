@@ -10,6 +10,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // EnqueueParams enqueues one workflow item.
@@ -107,24 +108,59 @@ func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (_ *store.QueueIt
 		// which is what posture auto means.
 		ip.NewSession = &store.SessionCreateParams{Title: w.Title, Origin: store.OriginWorkflow, Policy: "auto",
 			CallerUser: p.OwnerUID, Context: map[string]any{"command": w.Command}}
-	} else if ses, err := e.store.SessionGetByID(ctx, p.SessionID); err != nil {
+	} else if ses, err := e.store.SessionGetBare(ctx, p.SessionID); err != nil {
 		return nil, false, err
 	} else {
 		origin = ses.Origin
 	}
-	it, created, err := e.store.QueueItemInsert(ctx, ip)
+	it, run, created, err := e.insert(ctx, ip)
 	if err != nil {
 		return nil, false, err
+	}
+	if run != nil {
+		// Announced before the worker can announce anything of the run.
+		e.met.claimedOnEnqueue.Inc()
+		e.notify(Event{Kind: EventRunStarted, RunID: run.ID, ItemID: run.ItemID, SessionID: run.SessionID, Status: run.Status})
+		e.handToWorker(ctx, run)
 	}
 	if span.IsRecording() {
 		span.SetAttributes(tracing.ItemID.String(it.ID), tracing.SessionID.String(it.SessionID), tracing.Enqueued.Bool(created),
 			tracing.Surface.String(tracing.SurfaceOf(p.OwnerUID, origin)))
 	}
-	if created {
+	if created && run == nil {
 		e.signal()
+	}
+	if created {
 		e.log.DebugContext(ctx, "enqueued", slog.String("item_id", it.ID), slog.String("command", it.Command))
 	}
 	return it, created, nil
+}
+
+// insert writes the item. When a worker of this process is waiting, the
+// item is inserted already claimed, its run created with its run_started
+// line in the same transaction, and the run is handed to that worker: no
+// claim statement, no wake-up round trip. The run is as durable and as
+// fenced as a claimed one (a crash right after the enqueue leaves a running
+// run that recovery takes over). A claimed insert that fails for any reason
+// but the caller's cancellation is tried again as a plain one, so claiming
+// on enqueue can never refuse an item a plain enqueue would take.
+func (e *Engine) insert(ctx context.Context, ip *store.QueueItemInsertParams) (*store.QueueItem, *store.Run, bool, error) {
+	if !e.claims.ready(e.cfg.Now()) || !e.reserveWorker() {
+		it, created, err := e.store.QueueItemInsert(ctx, ip)
+		return it, nil, created, err
+	}
+	runID := store.RunIDForItem(ip.ID)
+	it, run, created, err := e.store.QueueItemInsertClaimed(ctx, ip, &store.ItemInsertClaim{RunID: runID,
+		RunnerID: e.cfg.RunnerID, Now: e.cfg.Now(), Events: []store.EventAppendParams{transcript.Encode(
+			transcript.RunStarted{RunID: runID, ItemID: ip.ID, Command: ip.Command, DedupeKey: ip.DedupeKey}, "engine")}})
+	if run == nil {
+		e.unreserveWorker()
+	}
+	if err != nil && ctx.Err() == nil {
+		e.log.WarnContext(ctx, "claim on enqueue failed; enqueuing as pending", slog.String("item_id", ip.ID), slog.Any("error", err))
+		it, created, err = e.store.QueueItemInsert(ctx, ip)
+	}
+	return it, run, created, err
 }
 
 // checkEnqueue applies the input rules of SPEC §7 to an item before anything

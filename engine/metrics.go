@@ -20,6 +20,9 @@ type metrics struct {
 	// claimFailures counts failed claims: a persistent one shows as a
 	// slowly growing count (the runner backs off), not as silence.
 	claimFailures prometheus.Counter
+	// claimedOnEnqueue counts items inserted already claimed because a
+	// worker was waiting (the rest are claimed from the queue).
+	claimedOnEnqueue prometheus.Counter
 }
 
 func newMetrics(e *Engine) *metrics {
@@ -44,8 +47,11 @@ func newMetrics(e *Engine) *metrics {
 		claimFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "holdfast_claim_failures_total", Help: "Claims of pending queue items that failed (retried with backoff).",
 		}),
+		claimedOnEnqueue: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "holdfast_items_claimed_on_enqueue_total", Help: "Queue items inserted already claimed, their run handed to a waiting worker.",
+		}),
 	}
-	m.reg.MustRegister(m.stepDuration, m.finished, m.recoveries, m.exhausted, m.resumed, m.claimFailures,
+	m.reg.MustRegister(m.stepDuration, m.finished, m.recoveries, m.exhausted, m.resumed, m.claimFailures, m.claimedOnEnqueue,
 		&storeCollector{e: e}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

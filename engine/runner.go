@@ -476,7 +476,8 @@ func (x *exec) promptData(ctx context.Context) workflow.PromptData {
 }
 
 // getSession reads the run's session (nil when the run has none), reusing a
-// read younger than maxAge (0: any age). Reads use a context that does not
+// read younger than maxAge (0: any age). Nothing in a run uses the session's
+// open-holds count, so it is not read. Reads use a context that does not
 // cancel: they are short, and the driver would otherwise spawn a watcher
 // goroutine per query.
 func (x *exec) getSession(ctx context.Context, maxAge time.Duration) (*store.Session, error) {
@@ -486,7 +487,7 @@ func (x *exec) getSession(ctx context.Context, maxAge time.Duration) (*store.Ses
 	if x.session != nil && (maxAge == 0 || x.e.cfg.Now().Sub(x.sessionAt) <= maxAge) {
 		return x.session, nil
 	}
-	s, err := x.e.store.SessionGetByID(context.WithoutCancel(ctx), x.run.SessionID)
+	s, err := x.e.store.SessionGetBare(context.WithoutCancel(ctx), x.run.SessionID)
 	if err != nil {
 		return nil, err
 	}

@@ -113,6 +113,20 @@ type QueueItemInsertParams struct {
 	NewSession     *SessionCreateParams
 }
 
+// ItemInsertClaim inserts a new item already claimed: the engine had an idle
+// worker for it, so the item is stamped claimed and its run created (status
+// running, lease 1, RunnerID's, heartbeat Now) with Events appended to its
+// session in the enqueue's own transaction, sparing the claim statement a
+// pending item would cost. RunID is the engine's and must be
+// RunIDForItem(item id), so one item still has at most one run. A repeat of
+// (workflow, dedupe key) claims nothing.
+type ItemInsertClaim struct {
+	RunID    string
+	RunnerID string
+	Now      time.Time
+	Events   []EventAppendParams
+}
+
 // RunStep is one step's record on a run.
 type RunStep struct {
 	Kind       string     `json:"kind"`
@@ -451,6 +465,10 @@ type EngineStore interface {
 	// QueueItemInsert is idempotent on (workflow, dedupe key); the bool says
 	// whether a new item was written.
 	QueueItemInsert(ctx context.Context, p *QueueItemInsertParams) (*QueueItem, bool, error)
+	// QueueItemInsertClaimed is QueueItemInsert with a new item inserted
+	// claimed and its run created (see ItemInsertClaim); the run is nil when
+	// the item already existed.
+	QueueItemInsertClaimed(ctx context.Context, p *QueueItemInsertParams, c *ItemInsertClaim) (*QueueItem, *Run, bool, error)
 	QueueItemGetByID(ctx context.Context, id string) (*QueueItem, error)
 	// QueueItemListByIDs reads the items of ids that exist, in no order.
 	QueueItemListByIDs(ctx context.Context, ids []string) ([]*QueueItem, error)

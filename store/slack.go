@@ -12,10 +12,29 @@ type SlackStore interface {
 	// they are acknowledged. A key already stored is skipped: added[i] is false
 	// for it, so a Slack retry of the same event_id is processed once.
 	SlackInboxAdd(ctx context.Context, items []*SlackInboxAddParams) (added []bool, err error)
-	// SlackInboxPending lists unprocessed deliveries, oldest first.
+	// SlackInboxPending lists unprocessed deliveries, oldest first, held or
+	// not (for inspection; processing claims them with SlackInboxClaim).
 	SlackInboxPending(ctx context.Context, limit int) ([]*SlackInboxItem, error)
+	// SlackInboxClaim claims, for p.Holder until p.Until, each thread's
+	// oldest unprocessed delivery that nobody holds (or whose claim has
+	// expired, or whose retry time has come), at most p.Limit, oldest first,
+	// in one statement. Replicas that each claim so process every delivery
+	// once and a thread's deliveries in arrival order, while other threads
+	// proceed: a thread's next delivery is not claimable until its head is
+	// done.
+	SlackInboxClaim(ctx context.Context, p *SlackClaimParams) ([]*SlackInboxItem, error)
+	// SlackInboxExtend moves a held claim's expiry to until, so a long
+	// handling (a chat turn) keeps its delivery; ErrConflict when the claim
+	// is no longer held (it expired and another holder took the delivery, or
+	// it was processed).
+	SlackInboxExtend(ctx context.Context, id int64, claim SlackClaim, until time.Time) error
+	// SlackInboxRelease gives a claimed delivery back unprocessed, claimable
+	// again from p.Next; p.Failed counts the attempt and keeps p.Error.
+	// ErrConflict when the claim is no longer held.
+	SlackInboxRelease(ctx context.Context, p *SlackInboxReleaseParams) error
 	// SlackInboxDone marks a delivery processed; errMsg records why
-	// processing gave up on it (empty when it succeeded).
+	// processing gave up on it (empty when it succeeded). It is a
+	// compare-and-set on the delivery being unprocessed (ErrNotFound after).
 	SlackInboxDone(ctx context.Context, id int64, errMsg string) error
 	// SlackInboxAppendEvent appends ev to a session's transcript and marks
 	// the delivery processed in the same transaction, so a crash can neither
@@ -31,12 +50,18 @@ type SlackStore interface {
 	// SlackOutboxAdd queues Slack writes; a message whose DedupeKey is already
 	// queued is skipped. Answers how many were new.
 	SlackOutboxAdd(ctx context.Context, msgs []*SlackOutboxAddParams) (int, error)
-	// SlackOutboxDue answers, for each queue whose oldest pending message is
-	// due at now, that message: at most one per queue, which is what keeps a
-	// thread's messages in order while other threads proceed.
-	SlackOutboxDue(ctx context.Context, now time.Time, limit int) ([]*SlackOutboxMsg, error)
-	// SlackOutboxNextDue answers when the earliest queue head is due
-	// (ErrNotFound when nothing is pending).
+	// SlackOutboxClaim claims, for p.Holder until p.Until, each queue's
+	// oldest pending message when it is due at p.Now and nobody holds it (or
+	// its claim has expired), at most p.Limit, oldest first, in one
+	// statement. Only a queue's head is ever claimable, and it stays the head
+	// until it is sent or failed, so however many replicas send, a thread's
+	// messages go out one at a time and in order while other threads
+	// proceed; a head whose holder died is taken over once its claim expires
+	// (the attempt on record then makes the new holder look it up in Slack
+	// before posting it again).
+	SlackOutboxClaim(ctx context.Context, p *SlackClaimParams) ([]*SlackOutboxMsg, error)
+	// SlackOutboxNextDue answers when the earliest queue head is due, or its
+	// claim expires if it is held (ErrNotFound when nothing is pending).
 	SlackOutboxNextDue(ctx context.Context) (time.Time, error)
 	// SlackOutboxGetByKey reads a message by its dedupe key.
 	SlackOutboxGetByKey(ctx context.Context, key string) (*SlackOutboxMsg, error)
@@ -45,15 +70,28 @@ type SlackStore interface {
 	// may be in Slack even if its SlackOutboxSent never happens (a crash
 	// between the post and the record), so the bridge looks it up before
 	// posting it again (SPEC §5, exactly once). AttemptedAt keeps the first
-	// attempt's time. ErrNotFound when id is not pending.
-	SlackOutboxAttempt(ctx context.Context, id int64) error
+	// attempt's time. It applies only under claim and before the claim
+	// expires, so a holder that lost its claim never posts; ErrConflict
+	// otherwise.
+	SlackOutboxAttempt(ctx context.Context, id int64, claim SlackClaim) error
 	// SlackOutboxSent records a delivered message and the ts Slack gave it.
-	SlackOutboxSent(ctx context.Context, id int64, ts string) error
-	// SlackOutboxRetry records a failed attempt and when to try again.
-	SlackOutboxRetry(ctx context.Context, id int64, next time.Time, errMsg string) error
+	// Sent, Retry, Fail and Release apply only while claim is the message's
+	// latest (ErrConflict otherwise: it was taken over, or is no longer
+	// pending); an expired claim nobody took over still records its outcome.
+	SlackOutboxSent(ctx context.Context, id int64, claim SlackClaim, ts string) error
+	// SlackOutboxRetry records a failed attempt and when to try again, and
+	// gives up the claim.
+	SlackOutboxRetry(ctx context.Context, id int64, claim SlackClaim, next time.Time, errMsg string) error
 	// SlackOutboxFail gives up on a message Slack refuses for good (it stays
 	// in the table with its error, status failed), unblocking its queue.
-	SlackOutboxFail(ctx context.Context, id int64, errMsg string) error
+	SlackOutboxFail(ctx context.Context, id int64, claim SlackClaim, errMsg string) error
+	// SlackOutboxExtend moves a held claim's expiry to until while a send
+	// is under way (ErrConflict when the claim is no longer held).
+	SlackOutboxExtend(ctx context.Context, id int64, claim SlackClaim, until time.Time) error
+	// SlackOutboxRelease gives up a claim with nothing recorded (a sender
+	// shutting down before it called Slack), so another holder need not
+	// wait for it to expire.
+	SlackOutboxRelease(ctx context.Context, id int64, claim SlackClaim) error
 
 	// SlackPrune deletes processed inbox deliveries received before
 	// inboxBefore (past Slack's redelivery window, they dedupe nothing) and
@@ -162,6 +200,10 @@ type SlackInboxAddParams struct {
 	Key  string // event_id for events; a digest for interactions
 	Kind string
 	Body []byte
+	// Thread is the key a delivery's processing is ordered by (the bridge
+	// derives it from the body): deliveries of one thread are claimed one
+	// at a time, in arrival order. "" makes the delivery a thread of its own.
+	Thread string
 }
 
 // SlackInboxItem is a stored inbound delivery.
@@ -170,7 +212,41 @@ type SlackInboxItem struct {
 	Key        string
 	Kind       string
 	Body       []byte
+	Thread     string
 	ReceivedAt time.Time
+	// Attempts counts failed attempts at handling it (SlackInboxRelease).
+	Attempts int
+	// Claim is the claim SlackInboxClaim took (zero when read otherwise).
+	Claim SlackClaim
+}
+
+// SlackClaim names one claim of an inbox delivery or an outbox message:
+// who holds it and which of the row's claims it is. The sequence, not the
+// holder alone, fences writes, so a holder whose claim expired and was
+// taken over cannot record anything even if it claims the row again later.
+type SlackClaim struct {
+	Holder string
+	Seq    int64
+}
+
+// SlackClaimParams claims rows for Holder (a runner id unique to the
+// process) until Until, as of Now.
+type SlackClaimParams struct {
+	Holder string
+	Now    time.Time
+	Until  time.Time
+	Limit  int
+}
+
+// SlackInboxReleaseParams gives a claimed delivery back.
+type SlackInboxReleaseParams struct {
+	ID    int64
+	Claim SlackClaim
+	// Next is when it may be claimed again.
+	Next time.Time
+	// Failed counts a failed attempt; Error is kept with it.
+	Failed bool
+	Error  string
 }
 
 // Slack outbox methods: the Web API method each message calls.
@@ -226,6 +302,9 @@ type SlackOutboxMsg struct {
 	// AttemptedAt is when a post of it was first attempted (nil: never),
 	// see SlackOutboxAttempt.
 	AttemptedAt *time.Time
+	// Claim is the claim SlackOutboxClaim took, held until ClaimUntil.
+	Claim      SlackClaim
+	ClaimUntil *time.Time
 }
 
 // SlackMirrorEvent is a transcript event of a Slack session and its thread tag.

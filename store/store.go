@@ -415,6 +415,10 @@ type EventAppendParams struct {
 type SessionStore interface {
 	SessionCreate(ctx context.Context, p *SessionCreateParams) (*Session, error)
 	SessionGetByID(ctx context.Context, id string) (*Session, error)
+	// SessionGetBare reads the session row alone, OpenHolds left zero: the
+	// read for a run's prompt and an enqueue's origin, which need no count
+	// of open holds (a query per read on the hottest path).
+	SessionGetBare(ctx context.Context, id string) (*Session, error)
 	// SessionGetByTag finds the one session holding tag.
 	SessionGetByTag(ctx context.Context, tag string) (*Session, error)
 	// SessionList pages non-empty sessions, newest activity first.

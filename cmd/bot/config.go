@@ -32,6 +32,7 @@ type config struct {
 	SlackStewards  string
 	SlackHoldsChan string
 	SlackAllowBots string
+	SlackLease     time.Duration
 }
 
 type setting struct {
@@ -61,6 +62,7 @@ func (c *config) settings() []setting {
 		{"SLACK_API_URL", "slack-api-url", "", "Slack Web API base URL", &c.SlackAPIURL},
 		{"SLACK_STEWARDS", "slack-stewards", "", "Slack user IDs allowed to decide holds, comma-separated", &c.SlackStewards},
 		{"SLACK_HOLDS_CHANNEL", "slack-holds-channel", "", "also post hold cards in this channel", &c.SlackHoldsChan},
+		{"HOLDFAST_SLACK_CLAIM_LEASE", "slack-claim-lease", "15s", "how long a replica's claim of a Slack delivery or outbox message holds unless renewed (takeover time after a crash)", &c.SlackLease},
 		{"SLACK_ALLOW_BOTS", "slack-allow-bots", "false", "treat other bots' Slack messages as input (never the bot's own): true or false", &c.SlackAllowBots},
 	}
 }

@@ -227,7 +227,7 @@ func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engi
 	}
 	api := slack.New(c.SlackBotToken, opts...)
 	b := bridge.New(bridge.Config{SigningSecret: c.SlackSigning, BaseURL: c.BaseURL, HoldsChannel: c.SlackHoldsChan, Stewards: c.stewards(),
-		AllowBots: c.SlackAllowBots == "true", Tracer: tp},
+		AllowBots: c.SlackAllowBots == "true", ClaimLease: c.SlackLease, Tracer: tp},
 		db, api, eng, sess, log)
 	if err := eng.Registry().Register(b); err != nil {
 		return nil, nil, nil, fmt.Errorf("slack metrics: %w", err)

@@ -29,8 +29,28 @@ func scanItem(row scanner) (*store.QueueItem, error) {
 // (workflow, dedupe key), and only a new row mints a session. A new item
 // wakes every replica's runner (NOTIFY, delivered at commit).
 func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParams) (*store.QueueItem, bool, error) {
+	it, _, created, err := db.queueItemInsert(ctx, p, nil)
+	return it, created, err
+}
+
+// QueueItemInsertClaimed inserts a new item claimed, with its run and first
+// events, in the enqueue's transaction. Nothing is pending, so no replica is
+// woken for it.
+func (db *DB) QueueItemInsertClaimed(ctx context.Context, p *store.QueueItemInsertParams, c *store.ItemInsertClaim) (*store.QueueItem, *store.Run, bool, error) {
+	if c == nil || c.RunID != store.RunIDForItem(p.ID) {
+		return nil, nil, false, fmt.Errorf("enqueue %s: run id does not derive from item %s: %w", p.Command, p.ID, store.ErrInvalid)
+	}
+	return db.queueItemInsert(ctx, p, c)
+}
+
+// queueItemInsert writes the item (claimed when c is set) and, for a new
+// item, the session it mints and the run c asks for. The session id is
+// minted before the insert, so a new item is written once, session and all;
+// a repeat keeps the existing row's.
+func (db *DB) queueItemInsert(ctx context.Context, p *store.QueueItemInsertParams, c *store.ItemInsertClaim) (*store.QueueItem, *store.Run, bool, error) {
 	var (
 		it      *store.QueueItem
+		run     *store.Run
 		created bool
 	)
 	payload := p.Payload
@@ -38,13 +58,24 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 		payload = map[string]any{}
 	}
 	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
-		it, created = nil, false
+		it, run, created = nil, nil, false
 		now := utc(time.Now())
+		status, runID := store.ItemPending, ""
+		var claimedAt *time.Time
+		if c != nil {
+			now = utc(nowOr(c.Now))
+			status, runID, claimedAt = store.ItemClaimed, c.RunID, &now
+		}
+		sessionID := p.SessionID
+		if sessionID == "" && p.NewSession != nil {
+			sessionID = store.NewID("ses")
+		}
 		tag, err := tx.Exec(ctx, `INSERT INTO workflow_queue_items (id, owner_uid, workflow_memo_id, command,
-			dedupe_key, payload, session_id, target_version, trace_context, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			dedupe_key, payload, session_id, target_version, trace_context, created_at, status, run_id, claimed_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 			ON CONFLICT (workflow_memo_id, dedupe_key) DO NOTHING`,
-			p.ID, p.OwnerUID, p.WorkflowMemoID, p.Command, p.DedupeKey, encodeJSON(payload), p.SessionID, p.TargetVersion,
-			p.TraceContext, now)
+			p.ID, p.OwnerUID, p.WorkflowMemoID, p.Command, p.DedupeKey, encodeJSON(payload), sessionID, p.TargetVersion,
+			p.TraceContext, now, status, runID, claimedAt)
 		if err != nil {
 			return err
 		}
@@ -54,28 +85,38 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 			return err
 		}
 		created = true
-		sessionID := p.SessionID
-		if sessionID == "" && p.NewSession != nil {
+		if sessionID != p.SessionID {
 			sp := *p.NewSession
 			sp.Tags = append(append([]string{}, sp.Tags...), "workflow:"+p.ID)
-			sessionID = store.NewID("ses")
 			if err := sessionInsertTx(ctx, tx, sessionID, &sp); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `UPDATE workflow_queue_items SET session_id = $1 WHERE id = $2`, sessionID, p.ID); err != nil {
-				return err
-			}
 		}
-		tx.notifyWork(workQueued)
 		it = &store.QueueItem{ID: p.ID, OwnerUID: p.OwnerUID, WorkflowMemoID: p.WorkflowMemoID, Command: p.Command,
-			DedupeKey: p.DedupeKey, Payload: payload, Status: store.ItemPending, SessionID: sessionID,
-			TargetVersion: p.TargetVersion, TraceContext: p.TraceContext, CreatedAt: now}
-		return nil
+			DedupeKey: p.DedupeKey, Payload: payload, Status: status, RunID: runID, SessionID: sessionID,
+			TargetVersion: p.TargetVersion, TraceContext: p.TraceContext, CreatedAt: now, ClaimedAt: claimedAt}
+		if c == nil {
+			tx.notifyWork(workQueued)
+			return nil
+		}
+		run = &store.Run{ID: runID, ItemID: it.ID, WorkflowMemoID: it.WorkflowMemoID, Command: it.Command,
+			SessionID: sessionID, OwnerUID: it.OwnerUID, Payload: payload, TargetVersion: it.TargetVersion,
+			TraceContext: it.TraceContext, Status: store.RunRunning, Lease: 1, RunnerID: c.RunnerID, HeartbeatAt: now,
+			CreatedAt: now, UpdatedAt: now, Steps: []store.RunStep{}, Manifest: json.RawMessage("null"),
+			State: json.RawMessage("{}"), Guards: json.RawMessage("[]")}
+		if _, err := tx.Exec(ctx, `INSERT INTO workflow_runs (id, item_id, workflow_memo_id, command,
+			session_id, owner_uid, status, runner_id, heartbeat_at, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, $8, $8, $8)`,
+			run.ID, it.ID, it.WorkflowMemoID, it.Command, sessionID, it.OwnerUID, c.RunnerID, now); err != nil {
+			return err
+		}
+		_, err = appendEvents(ctx, tx, []sessionEvents{{sessionID, c.Events}})
+		return err
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("enqueue %s: %w", p.Command, err)
+		return nil, nil, false, fmt.Errorf("enqueue %s: %w", p.Command, err)
 	}
-	return it, created, nil
+	return it, run, created, nil
 }
 
 // QueueItemListByIDs reads items by primary key in one query.

@@ -116,6 +116,15 @@ func (db *DB) SessionGetByID(ctx context.Context, id string) (*store.Session, er
 	return s, nil
 }
 
+// SessionGetBare reads the session row without counting its open holds.
+func (db *DB) SessionGetBare(ctx context.Context, id string) (*store.Session, error) {
+	s, err := scanSession(db.pool.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = $1`, id))
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", id, err)
+	}
+	return s, nil
+}
+
 // SessionGetByTag reads the session holding tag.
 func (db *DB) SessionGetByTag(ctx context.Context, tag string) (*store.Session, error) {
 	s, err := scanSession(db.pool.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions
@@ -143,6 +152,11 @@ func (db *DB) EventAppend(ctx context.Context, p *store.EventAppendParams) (*sto
 	return ev, nil
 }
 
+// sessionSearchText is what the text filter matches, the expression of the
+// sessions_search index (migration 006): title and tags, an engine-minted
+// workflow:<item id> tag reduced to "workflow:".
+const sessionSearchText = `(s.title || ' ' || regexp_replace(s.tags, '"workflow:itm_[^"]*"', '"workflow:"', 'g'))`
+
 // SessionList pages sessions newest activity first: one index range per
 // origin (sessions_listing), each cut at the limit, merged. A text filter is
 // a case-insensitive substring match of title or tags, served by the
@@ -165,7 +179,7 @@ func (db *DB) SessionList(ctx context.Context, p *store.SessionListParams) ([]*s
 		cond = append(cond, "NOT s.archived")
 	}
 	if q != "" {
-		cond = append(cond, `(s.title || ' ' || s.tags) ILIKE `+arg("%"+likeEscape(q)+"%"))
+		cond = append(cond, sessionSearchText+` ILIKE `+arg("%"+likeEscape(q)+"%"))
 	}
 	if p.After != nil {
 		cond = append(cond, "(s.last_active_at, s.id) < ("+arg(p.After.LastActiveAt)+", "+arg(p.After.ID)+")")

@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -15,8 +17,10 @@ func (db *DB) SlackInboxAdd(ctx context.Context, items []*store.SlackInboxAddPar
 	now := utc(time.Now())
 	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
 		for i, it := range items {
-			tag, err := tx.Exec(ctx, `INSERT INTO slack_inbox (key, kind, body, received_at) VALUES ($1, $2, $3, $4)
-				ON CONFLICT (key) DO NOTHING`, it.Key, it.Kind, it.Body, now)
+			// A delivery without a thread is a thread of its own.
+			tag, err := tx.Exec(ctx, `INSERT INTO slack_inbox (key, kind, body, received_at, thread)
+				VALUES ($1, $2, $3, $4, CASE WHEN $5 = '' THEN 'key:' || $1 ELSE $5 END)
+				ON CONFLICT (key) DO NOTHING`, it.Key, it.Kind, it.Body, now, it.Thread)
 			if err != nil {
 				return err
 			}
@@ -30,26 +34,85 @@ func (db *DB) SlackInboxAdd(ctx context.Context, items []*store.SlackInboxAddPar
 	return added, nil
 }
 
+const inboxColumns = `id, key, kind, body, thread, received_at, attempts, holder, claim_seq`
+
+func scanInbox(row scanner) (*store.SlackInboxItem, error) {
+	var it store.SlackInboxItem
+	if err := row.Scan(&it.ID, &it.Key, &it.Kind, &it.Body, &it.Thread, &it.ReceivedAt, &it.Attempts, &it.Claim.Holder, &it.Claim.Seq); err != nil {
+		return nil, interpretError(err)
+	}
+	return &it, nil
+}
+
 // SlackInboxPending lists unprocessed deliveries, oldest first.
 func (db *DB) SlackInboxPending(ctx context.Context, limit int) ([]*store.SlackInboxItem, error) {
-	rows, err := db.pool.Query(ctx, `SELECT id, key, kind, body, received_at FROM slack_inbox
+	out, err := queryAll(ctx, db.pool, scanInbox, `SELECT `+inboxColumns+` FROM slack_inbox
 		WHERE processed_at IS NULL ORDER BY id LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("slack inbox pending: %w", err)
 	}
-	defer rows.Close()
-	var out []*store.SlackInboxItem
-	for rows.Next() {
-		var it store.SlackInboxItem
-		if err := rows.Scan(&it.ID, &it.Key, &it.Kind, &it.Body, &it.ReceivedAt); err != nil {
-			return nil, fmt.Errorf("slack inbox pending: %w", err)
-		}
-		out = append(out, &it)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("slack inbox pending: %w", err)
+	for _, it := range out {
+		it.Claim = store.SlackClaim{}
 	}
 	return out, nil
+}
+
+// SlackInboxClaim claims each thread's oldest unprocessed delivery that is
+// free. The heads come from the statement's snapshot; FOR UPDATE SKIP
+// LOCKED passes over a head another replica is claiming, and the
+// conditions on the row itself are checked again on its latest version, so
+// a delivery processed or claimed since is never claimed twice.
+func (db *DB) SlackInboxClaim(ctx context.Context, p *store.SlackClaimParams) ([]*store.SlackInboxItem, error) {
+	var out []*store.SlackInboxItem
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		var err error
+		out, err = queryAll(ctx, tx, scanInbox, `WITH cand AS (
+				SELECT i.id AS cid FROM slack_inbox i
+				WHERE i.id IN (SELECT MIN(id) FROM slack_inbox WHERE processed_at IS NULL GROUP BY thread)
+					AND i.processed_at IS NULL AND (i.claim_until IS NULL OR i.claim_until <= $3)
+				ORDER BY i.id LIMIT $4 FOR UPDATE SKIP LOCKED)
+			UPDATE slack_inbox SET holder = $1, claim_seq = claim_seq + 1, claim_until = $2
+			FROM cand WHERE id = cand.cid RETURNING `+inboxColumns, p.Holder, p.Until, p.Now, p.Limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("slack inbox claim: %w", err)
+	}
+	slices.SortFunc(out, func(a, b *store.SlackInboxItem) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// claimSet runs a write fenced by a claim; no row means the claim is no
+// longer held.
+func (db *DB) claimSet(ctx context.Context, what string, id int64, query string, args ...any) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		tag, err := tx.Exec(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("row %d is not pending under this claim: %w", id, store.ErrConflict)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("slack %s: %w", what, err)
+	}
+	return nil
+}
+
+// SlackInboxExtend moves a held claim's expiry.
+func (db *DB) SlackInboxExtend(ctx context.Context, id int64, claim store.SlackClaim, until time.Time) error {
+	return db.claimSet(ctx, "inbox extend", id, `UPDATE slack_inbox SET claim_until = $1
+		WHERE id = $2 AND processed_at IS NULL AND holder = $3 AND claim_seq = $4`, until, id, claim.Holder, claim.Seq)
+}
+
+// SlackInboxRelease gives a claimed delivery back unprocessed.
+func (db *DB) SlackInboxRelease(ctx context.Context, p *store.SlackInboxReleaseParams) error {
+	return db.claimSet(ctx, "inbox release", p.ID, `UPDATE slack_inbox SET holder = '', claim_until = $1,
+		attempts = attempts + CASE WHEN $2 THEN 1 ELSE 0 END, error = CASE WHEN $2 THEN $3 ELSE error END
+		WHERE id = $4 AND processed_at IS NULL AND holder = $5 AND claim_seq = $6`,
+		p.Next, p.Failed, p.Error, p.ID, p.Claim.Holder, p.Claim.Seq)
 }
 
 func inboxDoneTx(ctx context.Context, tx *txn, id int64, errMsg string) error {
@@ -165,7 +228,7 @@ func (db *DB) SlackOutboxAdd(ctx context.Context, msgs []*store.SlackOutboxAddPa
 }
 
 const outboxColumns = `id, dedupe_key, queue, method, channel, thread_ts, recipient, text, blocks, ref_key, trace_context, status, attempts,
-	next_at, last_error, sent_ts, created_at, sent_at, attempted_at`
+	next_at, last_error, sent_ts, created_at, sent_at, attempted_at, holder, claim_seq, claim_until`
 
 // outboxHeads is each queue's oldest pending message: only heads are sent,
 // which keeps a thread in order.
@@ -174,26 +237,41 @@ const outboxHeads = `SELECT MIN(id) FROM slack_outbox WHERE status = 'pending' G
 func scanOutbox(row scanner) (*store.SlackOutboxMsg, error) {
 	var m store.SlackOutboxMsg
 	if err := row.Scan(&m.ID, &m.DedupeKey, &m.Queue, &m.Method, &m.Channel, &m.ThreadTS, &m.User, &m.Text, &m.Blocks,
-		&m.RefKey, &m.TraceContext, &m.Status, &m.Attempts, &m.NextAt, &m.LastError, &m.SentTS, &m.CreatedAt, &m.SentAt, &m.AttemptedAt); err != nil {
+		&m.RefKey, &m.TraceContext, &m.Status, &m.Attempts, &m.NextAt, &m.LastError, &m.SentTS, &m.CreatedAt, &m.SentAt, &m.AttemptedAt,
+		&m.Claim.Holder, &m.Claim.Seq, &m.ClaimUntil); err != nil {
 		return nil, interpretError(err)
 	}
 	return &m, nil
 }
 
-// SlackOutboxDue answers each queue's oldest pending message when it is due.
-func (db *DB) SlackOutboxDue(ctx context.Context, now time.Time, limit int) ([]*store.SlackOutboxMsg, error) {
-	out, err := queryAll(ctx, db.pool, scanOutbox, `SELECT `+outboxColumns+` FROM slack_outbox
-		WHERE id IN (`+outboxHeads+`) AND next_at <= $1 ORDER BY id LIMIT $2`, now, limit)
+// SlackOutboxClaim claims each due, free queue head (see SlackInboxClaim
+// for why the snapshot's heads are safe to claim).
+func (db *DB) SlackOutboxClaim(ctx context.Context, p *store.SlackClaimParams) ([]*store.SlackOutboxMsg, error) {
+	var out []*store.SlackOutboxMsg
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		var err error
+		out, err = queryAll(ctx, tx, scanOutbox, `WITH cand AS (
+				SELECT o.id AS cid FROM slack_outbox o
+				WHERE o.id IN (`+outboxHeads+`) AND o.status = 'pending' AND o.next_at <= $3
+					AND (o.claim_until IS NULL OR o.claim_until <= $3)
+				ORDER BY o.id LIMIT $4 FOR UPDATE SKIP LOCKED)
+			UPDATE slack_outbox SET holder = $1, claim_seq = claim_seq + 1, claim_until = $2
+			FROM cand WHERE id = cand.cid RETURNING `+outboxColumns, p.Holder, p.Until, p.Now, p.Limit)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("slack outbox due: %w", err)
+		return nil, fmt.Errorf("slack outbox claim: %w", err)
 	}
+	slices.SortFunc(out, func(a, b *store.SlackOutboxMsg) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
-// SlackOutboxNextDue answers when the earliest queue head is due.
+// SlackOutboxNextDue answers when the earliest queue head is due (a held
+// one when its claim lapses).
 func (db *DB) SlackOutboxNextDue(ctx context.Context) (time.Time, error) {
 	var next *time.Time
-	if err := db.pool.QueryRow(ctx, `SELECT MIN(next_at) FROM slack_outbox WHERE id IN (`+outboxHeads+`)`).Scan(&next); err != nil {
+	if err := db.pool.QueryRow(ctx, `SELECT MIN(GREATEST(next_at, claim_until)) FROM slack_outbox
+		WHERE id IN (`+outboxHeads+`)`).Scan(&next); err != nil {
 		return time.Time{}, fmt.Errorf("slack outbox next due: %w", interpretError(err))
 	}
 	if next == nil {
@@ -211,46 +289,45 @@ func (db *DB) SlackOutboxGetByKey(ctx context.Context, key string) (*store.Slack
 	return m, nil
 }
 
-func (db *DB) outboxSet(ctx context.Context, what string, id int64, query string, args ...any) error {
-	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
-		tag, err := tx.Exec(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("pending outbox message %d: %w", id, store.ErrNotFound)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("slack outbox %s: %w", what, err)
-	}
-	return nil
-}
+// The fence of a claimed message's writes ($1 id, $2 holder, $3 seq).
+const outboxClaimed = `id = $1 AND status = 'pending' AND holder = $2 AND claim_seq = $3`
 
-// SlackOutboxAttempt records that a post of a pending message is starting,
-// keeping the first attempt's time.
-func (db *DB) SlackOutboxAttempt(ctx context.Context, id int64) error {
-	return db.outboxSet(ctx, "attempt", id, `UPDATE slack_outbox SET attempted_at = COALESCE(attempted_at, $1)
-		WHERE id = $2 AND status = 'pending'`, utc(time.Now()), id)
+// SlackOutboxAttempt records that a post of a claimed message is starting,
+// keeping the first attempt's time; only before the claim lapses.
+func (db *DB) SlackOutboxAttempt(ctx context.Context, id int64, claim store.SlackClaim) error {
+	return db.claimSet(ctx, "outbox attempt", id, `UPDATE slack_outbox SET attempted_at = COALESCE(attempted_at, $4)
+		WHERE `+outboxClaimed+` AND claim_until > $4`, id, claim.Holder, claim.Seq, utc(time.Now()))
 }
 
 // SlackOutboxSent records a delivered message and its ts.
-func (db *DB) SlackOutboxSent(ctx context.Context, id int64, ts string) error {
-	return db.outboxSet(ctx, "sent", id, `UPDATE slack_outbox SET status = 'sent', attempts = attempts + 1, sent_ts = $1,
-		sent_at = $2, last_error = '' WHERE id = $3 AND status = 'pending'`, ts, utc(time.Now()), id)
+func (db *DB) SlackOutboxSent(ctx context.Context, id int64, claim store.SlackClaim, ts string) error {
+	return db.claimSet(ctx, "outbox sent", id, `UPDATE slack_outbox SET status = 'sent', attempts = attempts + 1, sent_ts = $4,
+		sent_at = $5, last_error = '', holder = '', claim_until = NULL WHERE `+outboxClaimed, id, claim.Holder, claim.Seq, ts, utc(time.Now()))
 }
 
-// SlackOutboxRetry records a failed attempt and the next one's time.
-func (db *DB) SlackOutboxRetry(ctx context.Context, id int64, next time.Time, errMsg string) error {
-	return db.outboxSet(ctx, "retry", id, `UPDATE slack_outbox SET attempts = attempts + 1, next_at = $1, last_error = $2
-		WHERE id = $3 AND status = 'pending'`, next, errMsg, id)
+// SlackOutboxRetry records a failed attempt and the next one's time, and
+// gives up the claim.
+func (db *DB) SlackOutboxRetry(ctx context.Context, id int64, claim store.SlackClaim, next time.Time, errMsg string) error {
+	return db.claimSet(ctx, "outbox retry", id, `UPDATE slack_outbox SET attempts = attempts + 1, next_at = $4, last_error = $5,
+		holder = '', claim_until = NULL WHERE `+outboxClaimed, id, claim.Holder, claim.Seq, next, errMsg)
 }
 
 // SlackOutboxFail marks a message failed for good, keeping it and its error.
-func (db *DB) SlackOutboxFail(ctx context.Context, id int64, errMsg string) error {
-	return db.outboxSet(ctx, "fail", id, `UPDATE slack_outbox SET status = 'failed', attempts = attempts + 1, last_error = $1
-		WHERE id = $2 AND status = 'pending'`, errMsg, id)
+func (db *DB) SlackOutboxFail(ctx context.Context, id int64, claim store.SlackClaim, errMsg string) error {
+	return db.claimSet(ctx, "outbox fail", id, `UPDATE slack_outbox SET status = 'failed', attempts = attempts + 1, last_error = $4,
+		holder = '', claim_until = NULL WHERE `+outboxClaimed, id, claim.Holder, claim.Seq, errMsg)
+}
+
+// SlackOutboxExtend moves a held claim's expiry.
+func (db *DB) SlackOutboxExtend(ctx context.Context, id int64, claim store.SlackClaim, until time.Time) error {
+	return db.claimSet(ctx, "outbox extend", id, `UPDATE slack_outbox SET claim_until = $4 WHERE `+outboxClaimed,
+		id, claim.Holder, claim.Seq, until)
+}
+
+// SlackOutboxRelease gives up a claim, recording nothing else.
+func (db *DB) SlackOutboxRelease(ctx context.Context, id int64, claim store.SlackClaim) error {
+	return db.claimSet(ctx, "outbox release", id, `UPDATE slack_outbox SET holder = '', claim_until = NULL WHERE `+outboxClaimed,
+		id, claim.Holder, claim.Seq)
 }
 
 // SlackMirrorEvents lists events of Slack-tagged sessions after afterID.

@@ -62,8 +62,27 @@ func nowOr(t time.Time) time.Time {
 // QueueItemInsert enqueues idempotently: INSERT ... ON CONFLICT DO NOTHING on
 // (workflow, dedupe key), and only a new row mints a session.
 func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParams) (*store.QueueItem, bool, error) {
+	it, _, created, err := db.queueItemInsert(ctx, p, nil)
+	return it, created, err
+}
+
+// QueueItemInsertClaimed inserts a new item claimed, with its run and first
+// events, in the enqueue's transaction: no claim statement follows.
+func (db *DB) QueueItemInsertClaimed(ctx context.Context, p *store.QueueItemInsertParams, c *store.ItemInsertClaim) (*store.QueueItem, *store.Run, bool, error) {
+	if c == nil || c.RunID != store.RunIDForItem(p.ID) {
+		return nil, nil, false, fmt.Errorf("enqueue %s: run id does not derive from item %s: %w", p.Command, p.ID, store.ErrInvalid)
+	}
+	return db.queueItemInsert(ctx, p, c)
+}
+
+// queueItemInsert writes the item (claimed when c is set) and, for a new
+// item, the session it mints and the run c asks for. The session id is
+// minted before the insert, so a new item is written once, session and all;
+// a repeat keeps the existing row's.
+func (db *DB) queueItemInsert(ctx context.Context, p *store.QueueItemInsertParams, c *store.ItemInsertClaim) (*store.QueueItem, *store.Run, bool, error) {
 	var (
 		it      *store.QueueItem
+		run     *store.Run
 		created bool
 	)
 	payload := p.Payload
@@ -71,13 +90,24 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 		payload = map[string]any{}
 	}
 	err := db.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		it, created = nil, false
-		now := formatTime(time.Now())
+		it, run, created = nil, nil, false
+		now := time.Now()
+		status, runID, claimedAt := store.ItemPending, "", any(nil)
+		if c != nil {
+			now = nowOr(c.Now)
+			status, runID, claimedAt = store.ItemClaimed, c.RunID, formatTime(now)
+		}
+		ts := formatTime(now)
+		sessionID := p.SessionID
+		if sessionID == "" && p.NewSession != nil {
+			sessionID = store.NewID("ses")
+		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO workflow_queue_items (id, owner_uid, workflow_memo_id, command,
-			dedupe_key, payload, session_id, target_version, trace_context, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			dedupe_key, payload, session_id, target_version, trace_context, created_at, status, run_id, claimed_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (workflow_memo_id, dedupe_key) DO NOTHING`,
-			p.ID, p.OwnerUID, p.WorkflowMemoID, p.Command, p.DedupeKey, encodeJSON(payload), p.SessionID, p.TargetVersion,
-			p.TraceContext, now)
+			p.ID, p.OwnerUID, p.WorkflowMemoID, p.Command, p.DedupeKey, encodeJSON(payload), sessionID, p.TargetVersion,
+			p.TraceContext, ts, status, runID, claimedAt)
 		if err != nil {
 			return err
 		}
@@ -87,30 +117,46 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 			return err
 		}
 		created = true
-		sessionID := p.SessionID
-		if sessionID == "" && p.NewSession != nil {
+		if sessionID != p.SessionID {
 			sp := *p.NewSession
 			sp.Tags = append(append([]string{}, sp.Tags...), "workflow:"+p.ID)
-			sessionID = store.NewID("ses")
 			if err := sessionInsertTx(ctx, tx, sessionID, &sp); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE workflow_queue_items SET session_id = ? WHERE id = ?`, sessionID, p.ID); err != nil {
 				return err
 			}
 		}
 		it = &store.QueueItem{ID: p.ID, OwnerUID: p.OwnerUID, WorkflowMemoID: p.WorkflowMemoID, Command: p.Command,
-			DedupeKey: p.DedupeKey, Payload: payload, Status: store.ItemPending, SessionID: sessionID,
-			TargetVersion: p.TargetVersion, TraceContext: p.TraceContext, CreatedAt: parseTime(now)}
-		return nil
+			DedupeKey: p.DedupeKey, Payload: payload, Status: status, RunID: runID, SessionID: sessionID,
+			TargetVersion: p.TargetVersion, TraceContext: p.TraceContext, CreatedAt: parseTime(ts)}
+		if c == nil {
+			return nil
+		}
+		at := parseTime(ts)
+		it.ClaimedAt = &at
+		run = newRun(it, c.RunnerID, at)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO workflow_runs (id, item_id, workflow_memo_id, command,
+			session_id, owner_uid, status, runner_id, heartbeat_at, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)`,
+			run.ID, it.ID, it.WorkflowMemoID, it.Command, sessionID, it.OwnerUID, c.RunnerID, ts, ts, ts); err != nil {
+			return err
+		}
+		return appendEventList(ctx, tx, sessionID, c.Events)
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("enqueue %s: %w", p.Command, err)
+		return nil, nil, false, fmt.Errorf("enqueue %s: %w", p.Command, err)
 	}
-	if created {
+	if created && c == nil {
 		db.work.notify(store.WorkNotice{Kind: store.WorkQueued})
 	}
-	return it, created, nil
+	return it, run, created, nil
+}
+
+// newRun is the run a claim creates for it, as the claim writes it.
+func newRun(it *store.QueueItem, runnerID string, now time.Time) *store.Run {
+	return &store.Run{ID: it.RunID, ItemID: it.ID, WorkflowMemoID: it.WorkflowMemoID, Command: it.Command,
+		SessionID: it.SessionID, OwnerUID: it.OwnerUID, Payload: it.Payload, TargetVersion: it.TargetVersion,
+		TraceContext: it.TraceContext, Status: store.RunRunning, Lease: 1, RunnerID: runnerID, HeartbeatAt: now,
+		CreatedAt: now, UpdatedAt: now, Steps: []store.RunStep{}, Manifest: json.RawMessage("null"),
+		State: json.RawMessage("{}"), Guards: json.RawMessage("[]")}
 }
 
 // QueueItemGetByID reads one item.

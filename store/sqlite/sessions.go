@@ -117,6 +117,15 @@ func (db *DB) SessionGetByID(ctx context.Context, id string) (*store.Session, er
 	return s, nil
 }
 
+// SessionGetBare reads the session row without counting its open holds.
+func (db *DB) SessionGetBare(ctx context.Context, id string) (*store.Session, error) {
+	s, err := scanSession(db.r.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", id, err)
+	}
+	return s, nil
+}
+
 // SessionGetByTag reads the session holding tag.
 func (db *DB) SessionGetByTag(ctx context.Context, tag string) (*store.Session, error) {
 	s, err := scanSession(db.r.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions

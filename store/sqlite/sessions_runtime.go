@@ -69,7 +69,7 @@ func sessionListQuery(p *store.SessionListParams) (string, []any) {
 	}
 	if q != "" {
 		pat := "%" + likeEscape(q) + "%"
-		where = append(where, `(title LIKE ? ESCAPE '\' OR tags LIKE ? ESCAPE '\')`)
+		where = append(where, `(title LIKE ? ESCAPE '\' OR `+searchTagsSQL+` LIKE ? ESCAPE '\')`)
 		args = append(args, pat, pat)
 	}
 	if p.After != nil {
@@ -101,6 +101,12 @@ func sessionListQuery(p *store.SessionListParams) (string, []any) {
 	return `SELECT s.` + strings.Join(cols, ", s.") + ` FROM (` + strings.Join(arms, " UNION ALL ") + order + `) AS page
 		CROSS JOIN sessions AS s ON s.rowid = page.k ORDER BY page.last_active_at DESC, page.id DESC`, append(allArgs, limit)
 }
+
+// searchTagsSQL is a session's tags as the text filter sees them: the tags
+// column with every engine-minted workflow:<item id> tag reduced to
+// "workflow:" (migration 028 indexes exactly this), so the short-query scan
+// and the trigram index answer alike.
+const searchTagsSQL = `CASE WHEN instr(tags, '"workflow:itm_') = 0 THEN tags ELSE (SELECT json_group_array(CASE WHEN value GLOB 'workflow:itm_*' THEN 'workflow:' ELSE value END) FROM json_each(tags)) END`
 
 // A session's sessions_search key (migration 013) is (searchEpoch - minute of
 // last activity) << searchMinuteShift | sessions.rowid: ascending keys run

@@ -15,7 +15,8 @@ import (
 // activity spans many minutes and has moved (new events, touches within and
 // across minutes, renames, archiving) and compares every page with a plain
 // scan: the activity-keyed trigram index must find exactly the sessions a
-// substring match on title or tags finds, in the listing's order.
+// substring match on title or tags finds, in the listing's order — tags as
+// people search them, an engine-minted workflow:<item id> as "workflow:".
 func TestSessionListSearchIsExact(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -23,9 +24,17 @@ func TestSessionListSearchIsExact(t *testing.T) {
 	seedSessions(t, db, 3_000) // one second apart: 50 minutes of activity
 	// Rebuild the index as upgrading a database with sessions does: the
 	// triggers below must re-key the entries the migration wrote.
-	rebuild, err := migrationFS.ReadFile("migrations/013_sessions_search_newest_first.sql")
+	// Engine-minted sessions carry workflow:<item id>; one also has a tag of
+	// its own.
+	_, err := db.w.Exec(`UPDATE sessions SET tags = '["workflow:itm_' || printf('%08dQZ', rowid) || '"]' WHERE origin = 'workflow' AND rowid % 2 = 0`)
+	require.NoError(t, err)
+	_, err = db.w.Exec(`UPDATE sessions SET tags = '["brief:otters","workflow:itm_00000042QZ"]' WHERE id = 'ses_00000046'`)
+	require.NoError(t, err)
+	rebuild, err := migrationFS.ReadFile("migrations/028_sessions_search_skips_item_tags.sql")
 	require.NoError(t, err)
 	_, err = db.w.Exec(string(rebuild))
+	require.NoError(t, err)
+	_, _, err = db.SessionUpdate(ctx, &store.SessionUpdateParams{ID: "ses_00000056", Title: ptr("Workflow otters")})
 	require.NoError(t, err)
 	// Shuffle activity: some sessions move within their minute, others
 	// across many minutes, forwards and back.
@@ -51,7 +60,8 @@ func TestSessionListSearchIsExact(t *testing.T) {
 	require.NoError(t, err)
 
 	all := []string{"user", "channel", "workflow", "api", "agent"}
-	for _, q := range []string{"Session 1", "session 12", "SSION 29", "c1:2", "renamed otter", "ion", "Session 150", "no such thing"} {
+	for _, q := range []string{"Session 1", "session 12", "SSION 29", "c1:2", "renamed otter", "ion", "Session 150", "no such thing",
+		"workflow", "workflow:", "flow", "otters", "brief:otters", "itm_", "QZ", "Z", "wo"} {
 		for _, origins := range [][]string{{"user", "channel"}, {"workflow"}, all} {
 			for _, archived := range []bool{false, true} {
 				for _, limit := range []int{7, 51} {
@@ -61,7 +71,7 @@ func TestSessionListSearchIsExact(t *testing.T) {
 					for _, o := range origins {
 						args = append(args, o)
 					}
-					rows, err := db.r.Query(`SELECT id FROM sessions NOT INDEXED WHERE (title LIKE ? ESCAPE '\' OR tags LIKE ? ESCAPE '\')
+					rows, err := db.r.Query(`SELECT id FROM sessions NOT INDEXED WHERE (title LIKE ? ESCAPE '\' OR `+peopleSearch+` LIKE ? ESCAPE '\')
 						AND event_count > 0 AND archived <= ? AND origin IN (?`+strings.Repeat(", ?", len(origins)-1)+`)
 						ORDER BY last_active_at DESC, id DESC`, args...)
 					require.NoError(t, err)
@@ -93,5 +103,10 @@ func TestSessionListSearchIsExact(t *testing.T) {
 		}
 	}
 }
+
+// peopleSearch is the tags people search, written apart from the store's
+// searchTagsSQL: the tags with workflow:<item id> as "workflow:".
+// Fixture item ids are 10 characters.
+const peopleSearch = `replace(tags, 'workflow:itm_' || substr(tags, instr(tags, 'workflow:itm_') + 13, 10), 'workflow:')`
 
 func ptr[T any](v T) *T { return &v }

@@ -1,11 +1,13 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -13,16 +15,29 @@ import (
 
 // The Slack bridge's hot queries, kept here so a test can check their plans.
 const (
-	inboxPendingQuery = `SELECT id, key, kind, body, received_at FROM slack_inbox
+	// Pending rows are few: they are read from the partial index and
+	// sorted, never by walking the table's history in id order.
+	inboxPendingQuery = `SELECT ` + inboxColumns + ` FROM slack_inbox INDEXED BY slack_inbox_pending_thread
 		WHERE processed_at IS NULL ORDER BY id LIMIT ?`
+	// A thread's head is its oldest unprocessed delivery; only heads are
+	// claimed, which keeps a thread in arrival order across replicas.
+	inboxHeads      = `SELECT MIN(id) FROM slack_inbox WHERE processed_at IS NULL GROUP BY thread`
+	inboxClaimQuery = `UPDATE slack_inbox SET holder = ?, claim_seq = claim_seq + 1, claim_until = ?
+		WHERE id IN (SELECT id FROM slack_inbox WHERE id IN (` + inboxHeads + `)
+			AND (claim_until IS NULL OR claim_until <= ?) ORDER BY id LIMIT ?)
+		RETURNING ` + inboxColumns
 	// A queue's head is its oldest pending message; only heads are sent,
 	// which is what keeps a thread in order.
 	// Heads come from the partial index of pending rows, so sent history
 	// never costs anything.
-	outboxHeads    = `SELECT MIN(id) FROM slack_outbox WHERE status = 'pending' GROUP BY queue`
-	outboxDueQuery = `SELECT ` + outboxColumns + ` FROM slack_outbox
-		WHERE id IN (` + outboxHeads + `) AND next_at <= ? ORDER BY id LIMIT ?`
-	outboxNextDueQuery = `SELECT MIN(next_at) FROM slack_outbox WHERE id IN (` + outboxHeads + `)`
+	outboxHeads      = `SELECT MIN(id) FROM slack_outbox WHERE status = 'pending' GROUP BY queue`
+	outboxClaimQuery = `UPDATE slack_outbox SET holder = ?, claim_seq = claim_seq + 1, claim_until = ?
+		WHERE id IN (SELECT id FROM slack_outbox WHERE id IN (` + outboxHeads + `) AND next_at <= ?
+			AND (claim_until IS NULL OR claim_until <= ?) ORDER BY id LIMIT ?)
+		RETURNING ` + outboxColumns
+	// A held head is due when its claim lapses.
+	outboxNextDueQuery = `SELECT MIN(MAX(next_at, COALESCE(claim_until, next_at))) FROM slack_outbox
+		WHERE id IN (` + outboxHeads + `)`
 	// The CROSS JOIN keeps session_events the outer loop, walked by primary
 	// key from the cursor, so the cost follows the events not yet mirrored.
 	mirrorEventsQuery = `SELECT e.id, e.session_id, e.ts, e.type, e.actor, e.payload, t.tag
@@ -37,13 +52,15 @@ func (db *DB) SlackInboxAdd(ctx context.Context, items []*store.SlackInboxAddPar
 	added := make([]bool, len(items))
 	now := formatTime(time.Now())
 	err := db.tx(ctx, func(tx *sql.Tx) error {
-		st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO slack_inbox (key, kind, body, received_at) VALUES (?, ?, ?, ?)`)
+		// A delivery without a thread is a thread of its own.
+		st, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO slack_inbox (key, kind, body, received_at, thread)
+			VALUES (?1, ?2, ?3, ?4, CASE WHEN ?5 = '' THEN 'key:' || ?1 ELSE ?5 END)`)
 		if err != nil {
 			return err
 		}
 		defer st.Close()
 		for i, it := range items {
-			res, err := st.ExecContext(ctx, it.Key, it.Kind, it.Body, now)
+			res, err := st.ExecContext(ctx, it.Key, it.Kind, it.Body, now, it.Thread)
 			if err != nil {
 				return err
 			}
@@ -61,29 +78,86 @@ func (db *DB) SlackInboxAdd(ctx context.Context, items []*store.SlackInboxAddPar
 	return added, nil
 }
 
+const inboxColumns = `id, key, kind, body, thread, received_at, attempts, holder, claim_seq`
+
+func scanInbox(row scanner) (*store.SlackInboxItem, error) {
+	var (
+		it       store.SlackInboxItem
+		received string
+	)
+	if err := row.Scan(&it.ID, &it.Key, &it.Kind, &it.Body, &it.Thread, &received, &it.Attempts, &it.Claim.Holder, &it.Claim.Seq); err != nil {
+		return nil, interpretError(err)
+	}
+	it.ReceivedAt = parseTime(received)
+	return &it, nil
+}
+
 // SlackInboxPending lists unprocessed deliveries, oldest first.
 func (db *DB) SlackInboxPending(ctx context.Context, limit int) ([]*store.SlackInboxItem, error) {
-	rows, err := db.r.QueryContext(ctx, inboxPendingQuery, limit)
+	out, err := queryAll(ctx, db.r, scanInbox, inboxPendingQuery, limit)
 	if err != nil {
 		return nil, fmt.Errorf("slack inbox pending: %w", err)
 	}
-	defer rows.Close()
-	var out []*store.SlackInboxItem
-	for rows.Next() {
-		var (
-			it       store.SlackInboxItem
-			received string
-		)
-		if err := rows.Scan(&it.ID, &it.Key, &it.Kind, &it.Body, &received); err != nil {
-			return nil, fmt.Errorf("slack inbox pending: %w", err)
-		}
-		it.ReceivedAt = parseTime(received)
-		out = append(out, &it)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("slack inbox pending: %w", err)
+	for _, it := range out {
+		it.Claim = store.SlackClaim{}
 	}
 	return out, nil
+}
+
+// SlackInboxClaim claims each thread's oldest unprocessed delivery that is
+// free, in one UPDATE … RETURNING on the writer.
+func (db *DB) SlackInboxClaim(ctx context.Context, p *store.SlackClaimParams) ([]*store.SlackInboxItem, error) {
+	var out []*store.SlackInboxItem
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = queryAll(ctx, tx, scanInbox, inboxClaimQuery, p.Holder, formatTime(p.Until), formatTime(p.Now), p.Limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("slack inbox claim: %w", err)
+	}
+	slices.SortFunc(out, func(a, b *store.SlackInboxItem) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// claimSet runs a write fenced by a claim; no row means the claim is no
+// longer held.
+func (db *DB) claimSet(ctx context.Context, what string, id int64, query string, args ...any) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("row %d is not pending under this claim: %w", id, store.ErrConflict)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("slack %s: %w", what, err)
+	}
+	return nil
+}
+
+// SlackInboxExtend moves a held claim's expiry.
+func (db *DB) SlackInboxExtend(ctx context.Context, id int64, claim store.SlackClaim, until time.Time) error {
+	return db.claimSet(ctx, "inbox extend", id, `UPDATE slack_inbox SET claim_until = ?
+		WHERE id = ? AND processed_at IS NULL AND holder = ? AND claim_seq = ?`, formatTime(until), id, claim.Holder, claim.Seq)
+}
+
+// SlackInboxRelease gives a claimed delivery back unprocessed.
+func (db *DB) SlackInboxRelease(ctx context.Context, p *store.SlackInboxReleaseParams) error {
+	return db.claimSet(ctx, "inbox release", p.ID, `UPDATE slack_inbox SET holder = '', claim_until = ?,
+		attempts = attempts + ?, error = CASE WHEN ? THEN ? ELSE error END
+		WHERE id = ? AND processed_at IS NULL AND holder = ? AND claim_seq = ?`,
+		formatTime(p.Next), b2i(p.Failed), p.Failed, p.Error, p.ID, p.Claim.Holder, p.Claim.Seq)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func inboxDoneTx(ctx context.Context, tx *sql.Tx, id int64, errMsg string) error {
@@ -206,16 +280,17 @@ func (db *DB) SlackOutboxAdd(ctx context.Context, msgs []*store.SlackOutboxAddPa
 }
 
 const outboxColumns = `id, dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, trace_context, status,
-	attempts, next_at, last_error, sent_ts, created_at, sent_at, attempted_at`
+	attempts, next_at, last_error, sent_ts, created_at, sent_at, attempted_at, holder, claim_seq, claim_until`
 
 func scanOutbox(row scanner) (*store.SlackOutboxMsg, error) {
 	var (
-		m                 store.SlackOutboxMsg
-		nextAt, created   string
-		sentAt, attempted sql.NullString
+		m                            store.SlackOutboxMsg
+		nextAt, created              string
+		sentAt, attempted, claimedTo sql.NullString
 	)
 	if err := row.Scan(&m.ID, &m.DedupeKey, &m.Queue, &m.Method, &m.Channel, &m.ThreadTS, &m.User, &m.Text, &m.Blocks,
-		&m.RefKey, &m.TraceContext, &m.Status, &m.Attempts, &nextAt, &m.LastError, &m.SentTS, &created, &sentAt, &attempted); err != nil {
+		&m.RefKey, &m.TraceContext, &m.Status, &m.Attempts, &nextAt, &m.LastError, &m.SentTS, &created, &sentAt, &attempted,
+		&m.Claim.Holder, &m.Claim.Seq, &claimedTo); err != nil {
 		return nil, interpretError(err)
 	}
 	m.NextAt, m.CreatedAt = parseTime(nextAt), parseTime(created)
@@ -227,15 +302,27 @@ func scanOutbox(row scanner) (*store.SlackOutboxMsg, error) {
 		t := parseTime(attempted.String)
 		m.AttemptedAt = &t
 	}
+	if claimedTo.Valid {
+		t := parseTime(claimedTo.String)
+		m.ClaimUntil = &t
+	}
 	return &m, nil
 }
 
-// SlackOutboxDue answers each queue's oldest pending message when it is due.
-func (db *DB) SlackOutboxDue(ctx context.Context, now time.Time, limit int) ([]*store.SlackOutboxMsg, error) {
-	out, err := queryAll(ctx, db.r, scanOutbox, outboxDueQuery, formatTime(now), limit)
+// SlackOutboxClaim claims each due, free queue head in one UPDATE …
+// RETURNING on the writer.
+func (db *DB) SlackOutboxClaim(ctx context.Context, p *store.SlackClaimParams) ([]*store.SlackOutboxMsg, error) {
+	var out []*store.SlackOutboxMsg
+	now := formatTime(p.Now)
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = queryAll(ctx, tx, scanOutbox, outboxClaimQuery, p.Holder, formatTime(p.Until), now, now, p.Limit)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("slack outbox due: %w", err)
+		return nil, fmt.Errorf("slack outbox claim: %w", err)
 	}
+	slices.SortFunc(out, func(a, b *store.SlackOutboxMsg) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
@@ -260,46 +347,46 @@ func (db *DB) SlackOutboxGetByKey(ctx context.Context, key string) (*store.Slack
 	return m, nil
 }
 
-func (db *DB) outboxSet(ctx context.Context, what string, id int64, query string, args ...any) error {
-	err := db.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("pending outbox message %d: %w", id, store.ErrNotFound)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("slack outbox %s: %w", what, err)
-	}
-	return nil
-}
+// The fence of a claimed message's writes.
+const outboxClaimed = `id = ? AND status = 'pending' AND holder = ? AND claim_seq = ?`
 
-// SlackOutboxAttempt records that a post of a pending message is starting,
-// keeping the first attempt's time.
-func (db *DB) SlackOutboxAttempt(ctx context.Context, id int64) error {
-	return db.outboxSet(ctx, "attempt", id, `UPDATE slack_outbox SET attempted_at = COALESCE(attempted_at, ?)
-		WHERE id = ? AND status = 'pending'`, formatTime(time.Now()), id)
+// SlackOutboxAttempt records that a post of a claimed message is starting,
+// keeping the first attempt's time; only before the claim lapses.
+func (db *DB) SlackOutboxAttempt(ctx context.Context, id int64, claim store.SlackClaim) error {
+	now := formatTime(time.Now())
+	return db.claimSet(ctx, "outbox attempt", id, `UPDATE slack_outbox SET attempted_at = COALESCE(attempted_at, ?)
+		WHERE `+outboxClaimed+` AND claim_until > ?`, now, id, claim.Holder, claim.Seq, now)
 }
 
 // SlackOutboxSent records a delivered message and its ts.
-func (db *DB) SlackOutboxSent(ctx context.Context, id int64, ts string) error {
-	return db.outboxSet(ctx, "sent", id, `UPDATE slack_outbox SET status = 'sent', attempts = attempts + 1, sent_ts = ?,
-		sent_at = ?, last_error = '' WHERE id = ? AND status = 'pending'`, ts, formatTime(time.Now()), id)
+func (db *DB) SlackOutboxSent(ctx context.Context, id int64, claim store.SlackClaim, ts string) error {
+	return db.claimSet(ctx, "outbox sent", id, `UPDATE slack_outbox SET status = 'sent', attempts = attempts + 1, sent_ts = ?,
+		sent_at = ?, last_error = '', holder = '', claim_until = NULL WHERE `+outboxClaimed, ts, formatTime(time.Now()), id, claim.Holder, claim.Seq)
 }
 
-// SlackOutboxRetry records a failed attempt and the next one's time.
-func (db *DB) SlackOutboxRetry(ctx context.Context, id int64, next time.Time, errMsg string) error {
-	return db.outboxSet(ctx, "retry", id, `UPDATE slack_outbox SET attempts = attempts + 1, next_at = ?, last_error = ?
-		WHERE id = ? AND status = 'pending'`, formatTime(next), errMsg, id)
+// SlackOutboxRetry records a failed attempt and the next one's time, and
+// gives up the claim.
+func (db *DB) SlackOutboxRetry(ctx context.Context, id int64, claim store.SlackClaim, next time.Time, errMsg string) error {
+	return db.claimSet(ctx, "outbox retry", id, `UPDATE slack_outbox SET attempts = attempts + 1, next_at = ?, last_error = ?,
+		holder = '', claim_until = NULL WHERE `+outboxClaimed, formatTime(next), errMsg, id, claim.Holder, claim.Seq)
 }
 
 // SlackOutboxFail marks a message failed for good, keeping it and its error.
-func (db *DB) SlackOutboxFail(ctx context.Context, id int64, errMsg string) error {
-	return db.outboxSet(ctx, "fail", id, `UPDATE slack_outbox SET status = 'failed', attempts = attempts + 1, last_error = ?
-		WHERE id = ? AND status = 'pending'`, errMsg, id)
+func (db *DB) SlackOutboxFail(ctx context.Context, id int64, claim store.SlackClaim, errMsg string) error {
+	return db.claimSet(ctx, "outbox fail", id, `UPDATE slack_outbox SET status = 'failed', attempts = attempts + 1, last_error = ?,
+		holder = '', claim_until = NULL WHERE `+outboxClaimed, errMsg, id, claim.Holder, claim.Seq)
+}
+
+// SlackOutboxExtend moves a held claim's expiry.
+func (db *DB) SlackOutboxExtend(ctx context.Context, id int64, claim store.SlackClaim, until time.Time) error {
+	return db.claimSet(ctx, "outbox extend", id, `UPDATE slack_outbox SET claim_until = ? WHERE `+outboxClaimed,
+		formatTime(until), id, claim.Holder, claim.Seq)
+}
+
+// SlackOutboxRelease gives up a claim, recording nothing else.
+func (db *DB) SlackOutboxRelease(ctx context.Context, id int64, claim store.SlackClaim) error {
+	return db.claimSet(ctx, "outbox release", id, `UPDATE slack_outbox SET holder = '', claim_until = NULL WHERE `+outboxClaimed,
+		id, claim.Holder, claim.Seq)
 }
 
 // SlackMirrorEvents lists events of Slack-tagged sessions after afterID.

@@ -20,8 +20,9 @@ func TestSlackQueriesUseIndexes(t *testing.T) {
 		args  []any
 		want  []string
 	}{
-		"InboxPending":  {inboxPendingQuery, []any{50}, []string{"slack_inbox_pending"}},
-		"OutboxDue":     {outboxDueQuery, []any{now, 50}, []string{"slack_outbox_pending_queue"}},
+		"InboxPending":  {inboxPendingQuery, []any{50}, []string{"slack_inbox_pending_thread"}},
+		"InboxClaim":    {inboxClaimQuery, []any{"r1", now, now, 50}, []string{"slack_inbox_pending_thread"}},
+		"OutboxClaim":   {outboxClaimQuery, []any{"r1", now, now, now, 50}, []string{"slack_outbox_pending_queue"}},
 		"OutboxNextDue": {outboxNextDueQuery, nil, []string{"slack_outbox_pending_queue"}},
 		"MirrorEvents":  {mirrorEventsQuery, []any{10, 100}, []string{"SEARCH e USING INTEGER PRIMARY KEY (rowid>?)", "session_tags"}},
 		"BackfillDue":   {backfillDueQuery, []any{now, 10}, []string{"slack_backfills_due (next_at<?)"}},

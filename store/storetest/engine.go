@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,6 +67,126 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 			"a head names its dedupe key, which the run_started line carries")
 		_, err = s.QueueItemGetByID(ctx, "itm_missing")
 		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+
+	// Claim on enqueue: the item is written claimed with its run and first
+	// events in one transaction, and that run is like any claimed one —
+	// fenced, settled once, recovered when its runner dies — while a repeat
+	// of the dedupe key claims nothing and nothing is left pending.
+	t.Run("InsertClaimedIsARunLikeAnyOther", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		wf := workflow(t, s)
+		var woken atomic.Int64
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		s.WorkSubscribe(wctx, func(w store.WorkNotice) {
+			if w.Kind == store.WorkQueued {
+				woken.Add(1)
+			}
+		})
+		insert := func(key string) (*store.QueueItem, *store.Run, bool, error) {
+			id := store.NewID("itm")
+			return s.QueueItemInsertClaimed(ctx, &store.QueueItemInsertParams{ID: id, WorkflowMemoID: wf, Command: "/w",
+				DedupeKey: key, Payload: map[string]any{"k": key}, NewSession: &store.SessionCreateParams{Origin: store.OriginWorkflow, Policy: "auto"}},
+				&store.ItemInsertClaim{RunID: store.RunIDForItem(id), RunnerID: "a", Now: time.Now(),
+					Events: []store.EventAppendParams{{Type: transcript.TypeRunStarted, Actor: "engine", Payload: map[string]any{"itemId": id}}}})
+		}
+		it, r, created, err := insert("k")
+		require.NoError(t, err)
+		require.True(t, created)
+		require.NotNil(t, r)
+		require.Equal(t, []string{store.ItemClaimed, r.ID}, []string{it.Status, it.RunID})
+		require.Equal(t, store.RunIDForItem(it.ID), r.ID)
+		require.Equal(t, []any{store.RunRunning, int64(1), "a", it.SessionID, it.ID, "/w", "k"},
+			[]any{r.Status, r.Lease, r.RunnerID, r.SessionID, r.ItemID, r.Command, r.Payload["k"]})
+
+		stored, err := s.QueueItemGetByID(ctx, it.ID)
+		require.NoError(t, err)
+		require.Equal(t, []string{store.ItemClaimed, r.ID}, []string{stored.Status, stored.RunID}, "claimed as written")
+		require.NotNil(t, stored.ClaimedAt)
+		got, err := s.RunGetByID(ctx, r.ID)
+		require.NoError(t, err)
+		require.Equal(t, []any{store.RunRunning, int64(1), "a"}, []any{got.Status, got.Lease, got.RunnerID})
+		ses, err := s.SessionGetByTag(ctx, "workflow:"+it.ID)
+		require.NoError(t, err, "the minted session is tagged with the item")
+		require.Equal(t, it.SessionID, ses.ID)
+		evs, err := s.EventList(ctx, &store.EventListParams{SessionID: ses.ID, Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, evs, 1)
+		require.Equal(t, transcript.TypeRunStarted, evs[0].Type, "the run's first line is written with it")
+		n, err := s.QueueItemCountPending(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing is left for a claim")
+		require.Empty(t, claim(t, s, "b", 5), "no claim can make a second run")
+
+		again, r2, created, err := insert("k")
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Nil(t, r2, "a repeat claims nothing")
+		require.Equal(t, it.ID, again.ID)
+
+		_, _, _, err = s.QueueItemInsertClaimed(ctx, &store.QueueItemInsertParams{ID: store.NewID("itm"), WorkflowMemoID: wf,
+			Command: "/w", DedupeKey: "other"}, &store.ItemInsertClaim{RunID: store.NewID("run"), RunnerID: "a"})
+		require.ErrorIs(t, err, store.ErrInvalid, "a run id must derive from its item")
+		_, err = s.QueueItemGetByID(ctx, "itm_missing")
+		require.ErrorIs(t, err, store.ErrNotFound)
+		require.Zero(t, woken.Load(), "a claimed item wakes no runner: nothing is pending")
+
+		// Fenced like a claimed run, and recovered when its runner dies.
+		require.ErrorIs(t, s.RunCheckpoint(ctx, &store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease + 1}), store.ErrLeaseLost)
+		later := time.Now().Add(time.Hour)
+		stuck, err := s.RunListStuck(ctx, later, 5)
+		require.NoError(t, err)
+		require.Len(t, stuck, 1)
+		rec, _, err := s.RunRescueMany(ctx, &store.RunRescueParams{RunnerID: "b", StaleBefore: later,
+			Recover: []store.RunLease{{ID: r.ID, Lease: stuck[0].Lease}}})
+		require.NoError(t, err)
+		require.Len(t, rec, 1)
+		_, err = s.RunHeartbeat(ctx, r.ID, r.Lease, time.Now())
+		require.ErrorIs(t, err, store.ErrLeaseLost, "the dead runner's lease is fenced off")
+		settled, err := s.RunSettle(ctx, &store.RunSettleParams{RunID: r.ID, Lease: rec[0].Lease, Status: store.RunSucceeded})
+		require.NoError(t, err)
+		require.Equal(t, store.RunSucceeded, settled.Status)
+		stored, err = s.QueueItemGetByID(ctx, it.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.ItemDone, stored.Status)
+	})
+
+	// The text filter searches what people search: a session the engine
+	// minted is found by "workflow" and by its own title and tags, not by
+	// the random item id in its workflow:<item id> tag (which resolves it
+	// exactly, by tag).
+	t.Run("MintedItemTagsAreNotSearchText", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		wf := workflow(t, s)
+		id := store.NewID("itm")
+		it, _, _, err := s.QueueItemInsertClaimed(ctx, &store.QueueItemInsertParams{ID: id, WorkflowMemoID: wf, Command: "/w",
+			DedupeKey: "k", NewSession: &store.SessionCreateParams{Title: "Weekly otters", Origin: store.OriginWorkflow, Policy: "auto",
+				Tags: []string{"brief:otters"}}},
+			&store.ItemInsertClaim{RunID: store.RunIDForItem(id), RunnerID: "a",
+				Events: []store.EventAppendParams{{Type: transcript.TypeRunStarted, Actor: "engine"}}})
+		require.NoError(t, err)
+		ses, err := s.SessionGetByTag(ctx, "workflow:"+id)
+		require.NoError(t, err)
+		require.Equal(t, it.SessionID, ses.ID)
+		for _, tc := range []struct {
+			q     string
+			found bool
+		}{
+			{"workflow", true}, {"WORKFLOW:", true}, {"weekly otters", true}, {"brief:otters", true}, {"otters", true},
+			{id, false}, {"workflow:" + id, false}, {id[4:10], false}, {"itm_", false},
+		} {
+			page, err := s.SessionList(ctx, &store.SessionListParams{Origins: []string{store.OriginWorkflow}, Query: tc.q})
+			require.NoError(t, err, tc.q)
+			if tc.found {
+				require.Len(t, page, 1, tc.q)
+				require.Equal(t, ses.ID, page[0].ID, tc.q)
+			} else {
+				require.Empty(t, page, tc.q)
+			}
+		}
 	})
 
 	t.Run("ConcurrentClaimsNeverOverlap", func(t *testing.T) {
@@ -355,12 +476,22 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		enqueue(t, s, wf, "k")
 		r := claimOne(t, s, "a")
 		h, err := s.RunSuspend(ctx, &store.RunSuspendParams{RunCheckpointParams: store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease},
-			Hold: &store.Hold{ID: store.HoldIDForRun(r.ID), Command: "/w", GateLabel: "Check", Output: "out", RequiredApprovals: 2}})
+			Hold: &store.Hold{ID: store.HoldIDForRun(r.ID), SessionID: r.SessionID, Command: "/w", GateLabel: "Check", Output: "out", RequiredApprovals: 2}})
 		require.NoError(t, err)
 		require.Equal(t, store.HoldOpen, h.Status)
 		open, err := s.HoldCountOpen(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), open)
+		counted, err := s.SessionGetByID(ctx, r.SessionID)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), counted.OpenHolds, "the read surfaces show counts the open hold")
+		bare, err := s.SessionGetBare(ctx, r.SessionID)
+		require.NoError(t, err)
+		require.Zero(t, bare.OpenHolds, "the bare read counts nothing")
+		bare.OpenHolds = counted.OpenHolds
+		require.Equal(t, counted, bare, "and reads the same row")
+		_, err = s.SessionGetBare(ctx, "ses_missing")
+		require.ErrorIs(t, err, store.ErrNotFound)
 
 		ada := store.HoldApproval{By: "ada", Key: "user:u1", Via: "console", At: time.Now().UTC().Truncate(time.Second)}
 		partial := &store.HoldDecideParams{HoldID: h.ID, ExpectApprovals: 0, Status: store.HoldOpen, Approvals: []store.HoldApproval{ada},

@@ -62,8 +62,7 @@ func runInsight(t *testing.T, newStore func(t *testing.T) store.Store) {
 		_, err = s.SlackOutboxAdd(ctx, []*store.SlackOutboxAddParams{{DedupeKey: "m1", Queue: "C1:1.0", Method: store.SlackPost,
 			Channel: "C1", ThreadTS: "1.0", Text: "hi", TraceContext: it.TraceContext}})
 		require.NoError(t, err)
-		due, err := s.SlackOutboxDue(ctx, time.Now().Add(time.Second), 10)
-		require.NoError(t, err)
+		due := outboxClaim(t, s, "r1", time.Now().Add(time.Second))
 		require.Len(t, due, 1)
 		require.Equal(t, it.TraceContext, due[0].TraceContext)
 	})
