@@ -20,6 +20,10 @@ type metrics struct {
 	// claimFailures counts failed claims: a persistent one shows as a
 	// slowly growing count (the runner backs off), not as silence.
 	claimFailures prometheus.Counter
+	// leader is 1 while this process holds the leader lease (SPEC §9):
+	// summed over replicas it should read 1; 0 for longer than a takeover
+	// means no replica runs the scheduler, recovery or hold timeouts.
+	leader prometheus.Gauge
 }
 
 func newMetrics(e *Engine) *metrics {
@@ -44,8 +48,11 @@ func newMetrics(e *Engine) *metrics {
 		claimFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "holdfast_claim_failures_total", Help: "Claims of pending queue items that failed (retried with backoff).",
 		}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "holdfast_leader", Help: "1 while this replica leads: it runs the scheduler, recovery, hold timeouts and reminders, and pruning.",
+		}),
 	}
-	m.reg.MustRegister(m.stepDuration, m.finished, m.recoveries, m.exhausted, m.resumed, m.claimFailures,
+	m.reg.MustRegister(m.stepDuration, m.finished, m.recoveries, m.exhausted, m.resumed, m.claimFailures, m.leader,
 		&storeCollector{e: e}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
