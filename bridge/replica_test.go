@@ -259,6 +259,32 @@ func TestReplicasKill9(t *testing.T) {
 		_, err := db.SlackOutboxNextDue(ctx)
 		return err != nil
 	}, 30*time.Second, 10*time.Millisecond, "the outbox drains")
+	// The new leader's scheduler has fired slots of its own.
+	// tickSlots reads the slots the schedule fired, in order.
+	tickSlots := func() ([]time.Time, error) {
+		ticks, err := db.RunList(ctx, &store.RunListParams{Command: "/replica-tick", Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		var slots []time.Time
+		for _, r := range ticks {
+			it, err := db.QueueItemGetByID(ctx, r.ItemID)
+			if err != nil {
+				return nil, err
+			}
+			s, err := time.Parse(time.RFC3339, it.DedupeKey)
+			if err != nil {
+				return nil, fmt.Errorf("dedupe key %q: %w", it.DedupeKey, err)
+			}
+			slots = append(slots, s)
+		}
+		sort.Slice(slots, func(i, j int) bool { return slots[i].Before(slots[j]) })
+		return slots, nil
+	}
+	require.Eventually(t, func() bool {
+		slots, err := tickSlots()
+		return err == nil && len(slots) > 0 && slots[len(slots)-1].After(killed.Add(3*time.Second))
+	}, 15*time.Second, 50*time.Millisecond, "the schedule goes on after the change of leader")
 	ended := time.Now()
 	for _, p := range live {
 		p.Stop(t)
@@ -292,17 +318,8 @@ func TestReplicasKill9(t *testing.T) {
 	}
 
 	// The schedule: every second from the first slot to the last, once.
-	ticks, err := db.RunList(ctx, &store.RunListParams{Command: "/replica-tick", Limit: 1000})
+	slots, err := tickSlots()
 	require.NoError(t, err)
-	var slots []time.Time
-	for _, r := range ticks {
-		it, err := db.QueueItemGetByID(ctx, r.ItemID)
-		require.NoError(t, err)
-		s, err := time.Parse(time.RFC3339, it.DedupeKey)
-		require.NoError(t, err, it.DedupeKey)
-		slots = append(slots, s)
-	}
-	sort.Slice(slots, func(i, j int) bool { return slots[i].Before(slots[j]) })
 	require.NotEmpty(t, slots)
 	for i := 1; i < len(slots); i++ {
 		require.Equal(t, time.Second, slots[i].Sub(slots[i-1]), "slots %s and %s: each slot once, none missing", slots[i-1], slots[i])

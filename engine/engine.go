@@ -194,8 +194,9 @@ func New(cfg Config, s store.Store, models *model.Registry, log *slog.Logger) *E
 	e.settleSlots = make(chan struct{}, 4*cfg.Workers)
 	e.resumeHint.Store(true)
 	e.met = newMetrics(e)
-	if !cfg.Elect {
-		e.promote(context.Background(), "the only process on its database")
+	if !cfg.Elect { // the only process on its database: it leads, always
+		e.lead.ctx, e.lead.cancel = context.WithCancel(context.Background())
+		e.met.leader.Set(1)
 	}
 	return e
 }

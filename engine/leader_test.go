@@ -527,3 +527,44 @@ func sum(m map[string]int64) int64 {
 	}
 	return n
 }
+
+// The HTTP cron path (RunPass) of a replica that does not run the loop
+// recovers stuck runs only when it can take the leader lease, and gives the
+// lease back after its pass; the loop's leader is left to do it otherwise.
+func TestRunPassDoesLeaderWorkOnlyWithTheLease(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			clk := &clock{}
+			var s store.Store
+			newCluster(t, b, Config{}, func(db store.Store) { s = db })
+			_, _, err := library.New(s, nil).ImportWorkflow(ctx, "", wfDoc("/draft"))
+			require.NoError(t, err)
+			e := New(Config{Elect: true, RunnerID: "cron", StuckRun: time.Minute, DisableScheduler: true, Now: clk.Now}, s,
+				model.NewRegistry("template", model.Config{}), nil)
+			_, _, err = e.Enqueue(ctx, EnqueueParams{Command: "/draft", DedupeKey: "a", Payload: map[string]any{"brief": "x"}})
+			require.NoError(t, err)
+			dead := New(Config{RunnerID: "dead", DisableScheduler: true}, s, model.NewRegistry("template", model.Config{}), nil)
+			runs, err := dead.claim(ctx, 1)
+			require.NoError(t, err)
+			require.Len(t, runs, 1)
+			clk.Advance(2 * time.Minute) // the dead runner's run is stuck
+
+			held, err := s.LeaseAcquire(ctx, leaderLease, "the-leader", clk.Now(), time.Hour)
+			require.NoError(t, err)
+			require.True(t, held)
+			res, err := e.RunPass(ctx)
+			require.NoError(t, err)
+			require.Zero(t, res.Recovered, "another replica leads: recovery is its work")
+
+			require.NoError(t, s.LeaseRelease(ctx, leaderLease, "the-leader"))
+			res, err = e.RunPass(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, res.Recovered, "with the lease free the pass recovers")
+			_, err = s.LeaseGet(ctx, leaderLease)
+			require.ErrorIs(t, err, store.ErrNotFound, "and gives the lease back")
+		})
+	}
+}
