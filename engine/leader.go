@@ -161,10 +161,11 @@ func (e *Engine) campaign(ctx context.Context) {
 	for ctx.Err() == nil {
 		leading := e.Leading()
 		start := time.Now()
-		callCtx, cancel := context.WithTimeout(ctx, e.cfg.PassInterval)
+		deadline := start.Add(e.cfg.PassInterval)
 		if leading {
-			callCtx, cancel = context.WithDeadline(ctx, validUntil)
+			deadline = validUntil
 		}
+		callCtx, cancel := context.WithDeadline(ctx, deadline)
 		held, err := e.store.LeaseAcquire(callCtx, leaderLease, e.holder, e.cfg.Now(), ttl)
 		cancel()
 		if ctx.Err() != nil {
@@ -210,6 +211,8 @@ func (e *Engine) campaign(ctx context.Context) {
 // lease it was refused expires (a dead leader is replaced then), at most a
 // PassInterval. A release wakes it sooner (see onWork).
 func (e *Engine) followerWait(ctx context.Context) time.Duration {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.PassInterval)
+	defer cancel()
 	l, err := e.store.LeaseGet(ctx, leaderLease)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {

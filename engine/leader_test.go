@@ -383,11 +383,12 @@ func TestLostRenewalStopsLeaderWork(t *testing.T) {
 			})
 			waitUntil(t, 5*time.Second, "leader work to start", func() bool { return work.Load() == 1 })
 
-			// Another holder takes the lease over (as after a stall long
-			// enough for it to expire) for ten intervals.
+			// Another holder takes the lease over for ten intervals, as
+			// after a stall long enough for it to expire: its clock is past
+			// the leader's expiry, and nothing is released (a release would
+			// wake the follower).
 			s := leader.s.Store
-			require.NoError(t, s.LeaseRelease(ctx, leaderLease, leader.e.holder))
-			held, err := s.LeaseAcquire(ctx, leaderLease, "intruder", time.Now(), 10*pass)
+			held, err := s.LeaseAcquire(ctx, leaderLease, "intruder", time.Now().Add(c.cfg.leaseTTL()+pass), 10*pass)
 			require.NoError(t, err)
 			require.True(t, held)
 			lost := time.Now()
