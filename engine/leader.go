@@ -171,7 +171,7 @@ func (e *Engine) campaign(ctx context.Context) {
 		if ctx.Err() != nil {
 			break
 		}
-		wait := e.cfg.PassInterval
+		wait := e.cfg.PassInterval - time.Since(start) // renewals every PassInterval, however long each takes
 		switch {
 		case err != nil:
 			if leading {

@@ -249,6 +249,13 @@ func (c *cluster) leader(timeout time.Duration, among ...*replica) (*replica, ti
 	}
 }
 
+// everLed answers whether r has led at any time.
+func (c *cluster) everLed(r *replica) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.ContainsFunc(c.changes, func(ch leaderChange) bool { return ch.replica == r && ch.leading })
+}
+
 // neverTwoLeaders checks the recorded history: at no moment did two
 // replicas lead at once.
 func (c *cluster) neverTwoLeaders() {
@@ -310,6 +317,7 @@ func TestOnlyTheLeaderRunsLeaderWork(t *testing.T) {
 			rs := []*replica{c.start(), c.start(), c.start()}
 			leader, _ := c.leader(5*time.Second, rs...)
 			waitUntil(t, 10*time.Second, "three recovery passes on the leader", func() bool { return leader.s.stuck.Load() >= 3 })
+			followers := 0
 			for _, r := range rs {
 				if r == leader {
 					require.Equal(t, 1.0, scrape(t, r.e)["holdfast_leader"], "the leader's gauge")
@@ -318,12 +326,17 @@ func TestOnlyTheLeaderRunsLeaderWork(t *testing.T) {
 					require.Positive(t, r.s.schedules.Load(), "the scheduler runs on the leader")
 					continue
 				}
+				if c.everLed(r) {
+					continue // a slow renewal on a busy machine moved the lead
+				}
+				followers++
 				require.Zero(t, r.s.leaderOnly(), "follower %s ran leader work", r.name)
 				v, ok := scrape(t, r.e)["holdfast_leader"]
 				require.True(t, ok, "the gauge is exported")
 				require.Zero(t, v, "a follower's gauge")
 				require.False(t, r.e.Leading())
 			}
+			require.Positive(t, followers, "some replica never led")
 			c.neverTwoLeaders()
 		})
 	}
