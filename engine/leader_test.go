@@ -44,12 +44,23 @@ type replicaStore struct {
 
 func (s *replicaStore) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParams) (*store.QueueItem, bool, error) {
 	it, created, err := s.Store.QueueItemInsert(ctx, p)
+	s.count(created, p)
+	return it, created, err
+}
+
+// QueueItemInsertClaimed is the enqueue of an engine with an idle worker.
+func (s *replicaStore) QueueItemInsertClaimed(ctx context.Context, p *store.QueueItemInsertParams, c *store.ItemInsertClaim) (*store.QueueItem, *store.Run, bool, error) {
+	it, run, created, err := s.Store.QueueItemInsertClaimed(ctx, p, c)
+	s.count(created, p)
+	return it, run, created, err
+}
+
+func (s *replicaStore) count(created bool, p *store.QueueItemInsertParams) {
 	if created {
 		s.mu.Lock()
 		s.created = append(s.created, p.DedupeKey)
 		s.mu.Unlock()
 	}
-	return it, created, err
 }
 
 func (s *replicaStore) enqueued() []string {
