@@ -44,6 +44,9 @@ type Engine interface {
 	SlackStewards(ctx context.Context) ([]string, error)
 	// Subscribe registers fn for the engine's change notifications.
 	Subscribe(fn func(engine.Event))
+	// Lead runs fn while this process leads the replicas (SPEC §9), with a
+	// context that ends when it stops leading; it returns when ctx ends.
+	Lead(ctx context.Context, fn func(ctx context.Context))
 }
 
 // Config tunes the bridge; zero values take the defaults noted.
@@ -311,14 +314,16 @@ func (b *Bridge) Start(ctx context.Context) error {
 	wg.Go(func() { b.loop(ctx, "mirror", b.mirrorWake, b.mirrorOnce) })
 	wg.Go(func() { b.sendLoop(ctx) })
 	wg.Go(func() { b.backfillLoop(ctx) })
-	wg.Go(func() { b.pruneLoop(ctx) })
+	// Pruning is once-among-replicas work: it runs on the leader (SPEC §9).
+	wg.Go(func() { b.engine.Lead(ctx, b.pruneLoop) })
 	wg.Wait()
 	b.inbox.wg.Wait() // thread workers finish (or abandon) their delivery
 	return nil
 }
 
-// pruneLoop deletes old inbox and outbox rows at start and then hourly, so
-// the tables hold recent history, not all of it.
+// pruneLoop deletes old inbox and outbox rows when this process becomes
+// the leader and then hourly, so the tables hold recent history, not all of
+// it; ctx ends when leadership does.
 func (b *Bridge) pruneLoop(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()

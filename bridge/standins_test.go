@@ -94,6 +94,12 @@ func (e *recordingEngine) SlackStewards(ctx context.Context) ([]string, error) {
 
 func (e *recordingEngine) Subscribe(func(engine.Event)) {}
 
+// Lead: a stand-in engine is the only process, so it always leads.
+func (e *recordingEngine) Lead(ctx context.Context, fn func(ctx context.Context)) {
+	fn(ctx)
+	<-ctx.Done()
+}
+
 func (e *recordingEngine) snapshot() ([]engine.EnqueueParams, []engine.DecideParams) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

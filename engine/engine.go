@@ -45,6 +45,12 @@ type Config struct {
 	Now func() time.Time
 	// DisableScheduler leaves schedule Invokes alone (tests, one-shot CLIs).
 	DisableScheduler bool
+	// Elect makes this engine one of several replicas on one database
+	// (SPEC §9): it campaigns for the leader lease, and runs the scheduler,
+	// recovery, hold timeouts and reminders (and whatever surfaces run
+	// through Lead) only while it holds it. Without Elect the engine is the
+	// only process on its database (SQLite) and simply leads.
+	Elect bool
 	// Tracer records the enqueue, each run, step, hold wait and dispatch
 	// as spans (SPEC §10). Nil: no tracing, and no cost for it.
 	Tracer trace.TracerProvider
@@ -164,6 +170,12 @@ type Engine struct {
 	// suspended or dropped), for callers that cancel and then wait.
 	runDone map[string]chan struct{}
 	subs    []chan Event
+
+	// holder names this engine in the leader lease; lead is whether it
+	// holds it (see leader.go); started says Start was called.
+	holder  string
+	lead    leadership
+	started atomic.Bool
 }
 
 // New returns an engine; call Start to run the pool and scheduler.
@@ -186,10 +198,16 @@ func New(cfg Config, s store.Store, models *model.Registry, log *slog.Logger) *E
 		tracer:    tracing.Tracer(cfg.Tracer),
 		traced:    cfg.Tracer != nil,
 		runDone:   map[string]chan struct{}{},
+		holder:    newHolder(cfg.RunnerID),
+		lead:      leadership{changed: make(chan struct{}), poke: make(chan struct{}, 1)},
 	}
 	e.settleSlots = make(chan struct{}, 4*cfg.Workers)
 	e.resumeHint.Store(true)
 	e.met = newMetrics(e)
+	if !cfg.Elect { // the only process on its database: it leads, always
+		e.lead.ctx, e.lead.cancel = context.WithCancel(context.Background())
+		e.met.leader.Set(1)
+	}
 	return e
 }
 
@@ -240,6 +258,10 @@ func (e *Engine) onWork(w store.WorkNotice) {
 	case store.WorkResumable:
 		e.resumeHint.Store(true)
 		e.signal()
+	case store.WorkLeaseFree:
+		if w.Reason == leaderLease {
+			e.pokeCampaign()
+		}
 	case store.WorkCancel:
 		cause := fmt.Errorf("%w by %s", errRunCancelled, w.Reason)
 		e.mu.Lock()
@@ -260,11 +282,13 @@ func (e *Engine) signal() {
 	}
 }
 
-// Start runs the worker pool, the maintenance loop (recovery, hold timeouts
-// and reminders, the safety-net tick) and the scheduler until ctx ends, then waits for
-// workers to stop. Runs interrupted by shutdown are released for immediate
-// recovery at the next start.
+// Start runs the worker pool, and while this process leads (see Elect) the
+// maintenance loop (recovery, hold timeouts and reminders) and the
+// scheduler, until ctx ends; then it waits for workers to stop and gives up
+// the lead. Runs interrupted by shutdown are released for immediate
+// recovery at the next start, or by another replica.
 func (e *Engine) Start(ctx context.Context) error {
+	e.started.Store(true)
 	// Work committed by any process wakes this one: on PostgreSQL an
 	// enqueue, a decision or a cancel request on another replica (SPEC §9).
 	e.store.WorkSubscribe(ctx, e.onWork)
@@ -276,17 +300,13 @@ func (e *Engine) Start(ctx context.Context) error {
 			e.worker(ctx, i)
 		}()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		e.maintain(ctx)
-	}()
+	wg.Go(func() { e.Lead(ctx, e.maintain) })
 	if !e.cfg.DisableScheduler {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			e.schedule(ctx)
-		}()
+		wg.Go(func() { e.Lead(ctx, e.schedule) })
+	}
+	var campaign sync.WaitGroup
+	if e.cfg.Elect {
+		campaign.Go(func() { e.campaign(ctx) })
 	}
 	e.signal()
 	<-ctx.Done()
@@ -294,6 +314,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	e.stopped = true
 	e.mu.Unlock()
+	campaign.Wait() // leader work has stopped: the lease is released
 	e.settling.Wait()
 	// Recovered runs, and runs claimed on enqueue, that no worker took:
 	// release them for the next start.
@@ -515,10 +536,15 @@ func (e *Engine) maintain(ctx context.Context) {
 		if err != nil {
 			e.logErr(ctx, "recovering stuck runs", err)
 		}
-		for _, r := range recovered {
+		for i, r := range recovered {
 			select {
 			case e.handoff <- r:
 			case <-ctx.Done():
+				// Leadership lost or shutting down: what no worker took is
+				// left for the next leader to recover at once.
+				for _, r := range recovered[i:] {
+					e.release(context.WithoutCancel(ctx), r)
+				}
 				return
 			}
 		}
@@ -575,6 +601,22 @@ func (e *Engine) recover(ctx context.Context) (recovered, exhausted []*store.Run
 	return recovered, exhausted, nil
 }
 
+// leaderPass is RunPass's leader work: recovery, hold timeouts, reminders.
+func (e *Engine) leaderPass(ctx context.Context, res *PassResult) ([]*store.Run, error) {
+	recovered, exhausted, err := e.recover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Recovered, res.Exhausted = len(recovered), len(exhausted)
+	if _, err := e.expireHolds(ctx); err != nil {
+		return recovered, err
+	}
+	if _, err := e.remindHolds(ctx); err != nil {
+		return recovered, err
+	}
+	return recovered, nil
+}
+
 func finishedEvent(r *store.Run) store.EventAppendParams {
 	return transcript.Encode(transcript.RunFinished{RunID: r.ID, Status: r.Status, ErrorKind: r.ErrorKind, Error: r.Error}, "engine")
 }
@@ -590,10 +632,10 @@ type PassResult struct {
 }
 
 // RunPass runs one pass synchronously: resume approved runs (≤5), claim and
-// run pending items (≤3 per worker), recover stuck runs, expire holds and
-// send the hold reminders that are due. An
-// empty queue costs one indexed count. Runs it starts finish even if the
-// caller (an HTTP cron request) goes away.
+// run pending items (≤3 per worker), and, when this process leads (see
+// passLead), recover stuck runs, expire holds and send the hold reminders
+// that are due. An empty queue costs one indexed count. Runs it starts
+// finish even if the caller (an HTTP cron request) goes away.
 func (e *Engine) RunPass(ctx context.Context) (PassResult, error) {
 	ctx = context.WithoutCancel(ctx)
 	var res PassResult
@@ -613,16 +655,13 @@ func (e *Engine) RunPass(ctx context.Context) (PassResult, error) {
 		}
 	}
 	res.Started = len(claimed)
-	recovered, exhausted, err := e.recover(ctx)
-	if err != nil {
-		return res, err
-	}
-	res.Recovered, res.Exhausted = len(recovered), len(exhausted)
-	if _, err := e.expireHolds(ctx); err != nil {
-		return res, err
-	}
-	if _, err := e.remindHolds(ctx); err != nil {
-		return res, err
+	var recovered []*store.Run
+	if leads, done := e.passLead(ctx); leads {
+		recovered, err = e.leaderPass(ctx, &res)
+		done()
+		if err != nil {
+			return res, err
+		}
 	}
 
 	work := append(append(append([]*store.Run{}, resumed...), claimed...), recovered...)

@@ -23,6 +23,10 @@ type metrics struct {
 	// claimedOnEnqueue counts items inserted already claimed because a
 	// worker was waiting (the rest are claimed from the queue).
 	claimedOnEnqueue prometheus.Counter
+	// leader is 1 while this process holds the leader lease (SPEC §9):
+	// summed over replicas it should read 1; 0 for longer than a takeover
+	// means no replica runs the scheduler, recovery or hold timeouts.
+	leader prometheus.Gauge
 }
 
 func newMetrics(e *Engine) *metrics {
@@ -50,8 +54,11 @@ func newMetrics(e *Engine) *metrics {
 		claimedOnEnqueue: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "holdfast_items_claimed_on_enqueue_total", Help: "Queue items inserted already claimed, their run handed to a waiting worker.",
 		}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "holdfast_leader", Help: "1 while this replica leads: it runs the scheduler, recovery, hold timeouts and reminders, and pruning.",
+		}),
 	}
-	m.reg.MustRegister(m.stepDuration, m.finished, m.recoveries, m.exhausted, m.resumed, m.claimFailures, m.claimedOnEnqueue,
+	m.reg.MustRegister(m.stepDuration, m.finished, m.recoveries, m.exhausted, m.resumed, m.claimFailures, m.claimedOnEnqueue, m.leader,
 		&storeCollector{e: e}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

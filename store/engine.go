@@ -530,7 +530,8 @@ type EngineStore interface {
 	// WorkSubscribe calls fn after every commit that gave runners something
 	// to do: items enqueued (WorkQueued), a hold approved so its run may
 	// resume (WorkResumable), cancel requests recorded for running runs
-	// (WorkCancel, with their ids). A store shared by several processes
+	// (WorkCancel, with their ids), a lease released (WorkLeaseFree, so a
+	// follower takes over at once). A store shared by several processes
 	// (PostgreSQL, §9) notifies every one of them, which is how an enqueue on
 	// one replica starts the run on any replica within milliseconds and
 	// /terminate on one cancels a model call running on another. A wake-up,
@@ -546,13 +547,16 @@ const (
 	WorkQueued    = "queued"
 	WorkResumable = "resumable"
 	WorkCancel    = "cancel"
+	// WorkLeaseFree says a lease was released (LeaseRelease), so a
+	// campaigner may take it now; Reason is the lease's name.
+	WorkLeaseFree = "lease_free"
 )
 
 // WorkNotice is one WorkSubscribe wake-up.
 type WorkNotice struct {
 	Kind string `json:"kind"`
 	// RunIDs and Reason are a WorkCancel's: the runs asked to cancel and the
-	// request's reason (who asked).
+	// request's reason (who asked). A WorkLeaseFree's Reason is the lease.
 	RunIDs []string `json:"runIds,omitempty"`
 	Reason string   `json:"reason,omitempty"`
 }

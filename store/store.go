@@ -75,6 +75,7 @@ type Store interface {
 	StewardStore // store/steward.go: hold reminders, App Home reads
 	ConsoleStore // store/console.go: console sign-in sessions
 	InsightStore // store/insight.go: usage and edges of understanding
+	LeaseStore   // store/lease.go: named leases (the replicas' leader)
 
 	// Ping answers whether the database is reachable (for /healthz).
 	Ping(ctx context.Context) error

@@ -33,6 +33,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/postgres"
 )
 
 func cmdServe(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) error {
@@ -259,7 +260,10 @@ func newEngine(c *config, db store.Store, models *model.Registry, tp trace.Trace
 		maxRecovery = -1 // HOLDFAST_MAX_RECOVERY=0 means no recoveries; the engine's 0 is "default"
 	}
 	cfg := engine.Config{Workers: c.Workers, StuckRun: c.StuckRun, MaxRecovery: maxRecovery,
-		PassInterval: c.PassInterval, SlackStewards: c.stewards(), Tracer: tp}
+		PassInterval: c.PassInterval, SlackStewards: c.stewards(), Tracer: tp,
+		// Replicas share a PostgreSQL database and elect a leader; a SQLite
+		// file has one process, which leads (SPEC §9).
+		Elect: postgres.IsURL(c.DB)}
 	if c.SlackBotToken != "" {
 		cfg.CanReply = bridge.CanReply // `reply` runs post into their Slack thread
 	}

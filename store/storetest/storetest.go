@@ -17,6 +17,7 @@ import (
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	ctx := context.Background()
 	runConsole(t, newStore)
+	runLease(t, newStore)
 
 	t.Run("MemoCreateGetSearch", func(t *testing.T) {
 		t.Parallel()
