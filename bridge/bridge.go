@@ -51,6 +51,8 @@ type Engine interface {
 
 // Config tunes the bridge; zero values take the defaults noted.
 type Config struct {
+	// Signals, in tests, is told of every unit of work finished.
+	Signals *TestSignals
 	// SigningSecret verifies HTTP mode requests.
 	SigningSecret string
 	// BaseURL prefixes console links posted to Slack.
@@ -376,6 +378,7 @@ func (b *Bridge) loop(ctx context.Context, name string, wakeC chan struct{}, pas
 			if err != nil && ctx.Err() == nil {
 				b.log.ErrorContext(ctx, "slack: "+name+" pass failed", slog.Any("error", err))
 			}
+			b.cfg.Signals.fire()
 			if !more || err != nil || ctx.Err() != nil {
 				break
 			}

@@ -319,7 +319,7 @@ func TestButtonsAndThreadDecisions(t *testing.T) {
 	require.NoError(t, err)
 
 	require.Equal(t, http.StatusOK, tb.click(t, "UNOBODY", "hold_approve", "hld_1", "C3", "1.5", root))
-	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 5*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 5*time.Second)
 	eph := tb.slack.Delivered("chat.postEphemeral")[0]
 	require.Equal(t, "UNOBODY", eph.Form["user"])
 	require.Equal(t, root, eph.Form["thread_ts"])
@@ -327,15 +327,15 @@ func TestButtonsAndThreadDecisions(t *testing.T) {
 	require.Contains(t, eph.Form["text"], "http://holdfast.test/holds/hld_1")
 
 	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_reject", "hld_1", "C3", "1.5", root))
-	require.Eventually(t, func() bool { _, d := eng.snapshot(); return len(d) == 2 }, 5*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { _, d := eng.snapshot(); return len(d) == 2 }, 5*time.Second)
 
 	// @bot approve with no open hold, then with one.
 	tb.event(t, "EvD1", mention("C3", "USTEWARD", tb.ts(), root, "approve"))
-	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 2 }, 5*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 2 }, 5*time.Second)
 	require.Contains(t, tb.slack.Delivered("chat.postEphemeral")[1].Form["text"], "no open hold")
 	holdID := tb.openHold(t, ses.ID)
 	tb.event(t, "EvD2", mention("C3", "USTEWARD", tb.ts(), root, "approve looks great &amp; ship it"))
-	require.Eventually(t, func() bool { _, d := eng.snapshot(); return len(d) == 3 }, 5*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { _, d := eng.snapshot(); return len(d) == 3 }, 5*time.Second)
 	_, d := eng.snapshot()
 	steward := engine.Decider{SlackUserID: "USTEWARD", Via: "slack"}
 	require.Equal(t, engine.DecideParams{HoldID: holdID, Decision: "approve", Comment: "looks great & ship it", Decider: steward}, d[2])

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,40 +13,70 @@ import (
 	"github.com/holdfast-bot/holdfast/bridge/mrkdwn"
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // actionReview opens the review modal (SPEC §5).
 const actionReview = "hold_review"
 
-// cardInfo is what every copy of a hold's card shows, read from the hold
-// (and, for a hold the store cannot answer, from its transcript line).
+// holdLine is what a transcript line says of a hold. Lines carry all a
+// card shows (known); a line written before they did names little more
+// than the hold, and cardInfo completes it from the store.
+type holdLine struct {
+	id, runID, title, gate, command, workflowName, owner string
+	preview, published                                   string
+	edited, known                                        bool
+	required                                             int
+}
+
+func openedLine(e transcript.HoldOpened) holdLine {
+	return holdLine{id: e.HoldID, runID: e.RunID, title: e.Title, gate: e.GateLabel, command: e.Command,
+		workflowName: e.Workflow, owner: e.Owner, preview: e.Preview, required: e.Required, known: e.Required > 0}
+}
+
+func decidedHoldLine(e transcript.HoldDecided) holdLine {
+	return holdLine{id: e.HoldID, runID: e.RunID, title: e.Title, gate: e.GateLabel, command: e.Command,
+		workflowName: e.Workflow, owner: e.Owner, published: e.Published, edited: e.Edited, required: e.Required,
+		known: e.Required > 0}
+}
+
+// lineOfHold is the line a hold as stored would write; preview, when set,
+// is the line's own.
+func lineOfHold(h *store.Hold, preview string) holdLine {
+	l := holdLine{id: h.ID, runID: h.RunID, title: engine.HoldTitle(h, nil), gate: h.GateLabel, command: h.Command,
+		workflowName: h.WorkflowName, owner: h.OwnerUID, preview: orDefault(preview, h.Preview), published: h.Output,
+		required: h.RequiredApprovals, known: true}
+	if h.EditedOutput != nil {
+		l.published, l.edited = *h.EditedOutput, true
+	}
+	return l
+}
+
+// cardInfo is what every copy of a hold's card shows.
 type cardInfo struct {
 	id, runID, title, gate, workflow, requester string
 	preview, published                          string
 	edited                                      bool
 	required                                    int
-	hold                                        *store.Hold
+	// known: the line or the store answered for the hold (a bare
+	// transcript line of a hold the store has not is not known).
+	known bool
 }
 
-func (b *Bridge) cardInfo(ctx context.Context, p map[string]any) *cardInfo {
-	c := &cardInfo{id: str(p, "holdId"), runID: str(p, "runId"), gate: orDefault(str(p, "gateLabel"), "Review"),
-		title: str(p, "title"), preview: str(p, "preview")}
-	command := str(p, "command")
-	h, err := b.store.HoldGetByID(ctx, c.id)
-	if err == nil {
-		c.hold, c.required = h, h.RequiredApprovals
-		c.runID, c.gate, command = orDefault(h.RunID, c.runID), orDefault(h.GateLabel, c.gate), orDefault(h.Command, command)
-		c.title = engine.HoldTitle(h, nil)
-		c.preview = orDefault(c.preview, h.Preview)
-		c.requester = b.requester(ctx, h.OwnerUID)
-		c.published = h.Output
-		if h.EditedOutput != nil {
-			c.published, c.edited = *h.EditedOutput, true
+func (b *Bridge) cardInfo(ctx context.Context, l holdLine) *cardInfo {
+	if !l.known {
+		if h, err := b.store.HoldGetByID(ctx, l.id); err == nil {
+			l = lineOfHold(h, l.preview)
 		}
 	}
-	c.workflow = "`" + esc(command) + "`"
-	if h != nil && h.WorkflowName != "" {
-		c.workflow = fmt.Sprintf("%s (`%s`)", esc(h.WorkflowName), esc(command))
+	c := &cardInfo{id: l.id, runID: l.runID, gate: orDefault(l.gate, "Review"), title: l.title, preview: l.preview,
+		published: l.published, edited: l.edited, required: l.required, known: l.known}
+	if l.known {
+		c.requester = b.requester(ctx, l.owner)
+	}
+	c.workflow = "`" + esc(l.command) + "`"
+	if l.known && l.workflowName != "" {
+		c.workflow = fmt.Sprintf("%s (`%s`)", esc(l.workflowName), esc(l.command))
 	}
 	c.title = orDefault(c.title, c.gate)
 	return c
@@ -107,8 +138,8 @@ func (b *Bridge) whereFrom(ctx context.Context, channel, thread string) string {
 // holds channel (SPEC §5): title, workflow, gate label, who asked, a
 // preview, the three buttons and the console link; the holds channel's copy
 // also links the thread.
-func (b *Bridge) holdCards(ctx context.Context, channel, thread string, p map[string]any) []*store.SlackOutboxAddParams {
-	c := b.cardInfo(ctx, p)
+func (b *Bridge) holdCards(ctx context.Context, channel, thread string, e transcript.HoldOpened) []*store.SlackOutboxAddParams {
+	c := b.cardInfo(ctx, openedLine(e))
 	if c.id == "" {
 		return nil
 	}
@@ -144,16 +175,16 @@ func (b *Bridge) holdCards(ctx context.Context, channel, thread string, p map[st
 }
 
 // decidedLine says who decided a hold, how, when and why.
-func decidedLine(p map[string]any, at time.Time) (line, verb string) {
+func decidedLine(e transcript.HoldDecided, at time.Time) (line, verb string) {
 	verb, icon := "Approved", ":white_check_mark:"
-	if str(p, "status") == store.HoldRejected {
+	if e.Status == store.HoldRejected {
 		verb, icon = "Rejected", ":no_entry_sign:"
 	}
 	line = fmt.Sprintf("%s *%s* by %s via %s at <!date^%d^{date_short_pretty} {time}|%s>", icon, verb,
-		mention(orDefault(str(p, "decidedBy"), "someone")), esc(orDefault(str(p, "decidedVia"), "console")), at.Unix(),
+		mention(orDefault(e.DecidedBy, "someone")), esc(orDefault(e.DecidedVia, "console")), at.Unix(),
 		at.UTC().Format(time.RFC3339))
-	if c := str(p, "comment"); c != "" {
-		line += ": " + esc(c)
+	if e.Comment != "" {
+		line += ": " + esc(e.Comment)
 	}
 	return line, verb
 }
@@ -162,10 +193,10 @@ func decidedLine(p map[string]any, at time.Time) (line, verb string) {
 // via what, when, the comment and the text that is published, the edited
 // one when edited; no buttons) and tells the requester in the thread,
 // mentioning them (SPEC §4.3, §5).
-func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, at time.Time, p map[string]any,
+func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, at time.Time, e transcript.HoldDecided,
 	batch map[string]*store.SlackOutboxAddParams) []*store.SlackOutboxAddParams {
-	c := b.cardInfo(ctx, p)
-	decided, verb := decidedLine(p, at)
+	c := b.cardInfo(ctx, decidedHoldLine(e))
+	decided, verb := decidedLine(e, at)
 	body := "_Nothing was published._"
 	if verb == "Approved" {
 		label := "*Published:*"
@@ -180,18 +211,14 @@ func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, a
 	}
 	var out []*store.SlackOutboxAddParams
 	for _, where := range []string{"thread", "holds"} {
-		card := batch[cardKey(c.id, where)]
+		card := b.queuedCard(ctx, c.id, where, batch)
 		if card == nil {
-			stored, err := b.store.SlackOutboxGetByKey(ctx, cardKey(c.id, where))
-			if err != nil {
-				continue // no card was queued there
-			}
-			card = &stored.SlackOutboxAddParams
+			continue // no card was queued there
 		}
-		if c.hold == nil {
+		if !c.known {
 			// The hold is not in the store (deleted, or a test's bare
 			// transcript): keep what the card showed, without its buttons.
-			out = append(out, decidedFromCard(c.id, where, card, decided, verb, p))
+			out = append(out, decidedFromCard(c.id, where, card, decided, verb, e.DecidedBy))
 			continue
 		}
 		from := ""
@@ -208,7 +235,7 @@ func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, a
 		bj, _ := json.Marshal(blocks)
 		out = append(out, &store.SlackOutboxAddParams{DedupeKey: "update:" + c.id + ":" + where, Queue: card.Queue,
 			Method: store.SlackUpdate, Channel: card.Channel,
-			Text:   fmt.Sprintf("Hold %s: %s by %s", esc(c.title), strings.ToLower(verb), esc(orDefault(str(p, "decidedBy"), "someone"))),
+			Text:   fmt.Sprintf("Hold %s: %s by %s", esc(c.title), strings.ToLower(verb), esc(orDefault(e.DecidedBy, "someone"))),
 			Blocks: string(bj), RefKey: card.DedupeKey})
 	}
 	line := decided
@@ -222,7 +249,7 @@ func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, a
 
 // decidedFromCard is a decided card built from the card as it was posted:
 // its blocks without the buttons, and the decision below them.
-func decidedFromCard(holdID, where string, card *store.SlackOutboxAddParams, decided, verb string, p map[string]any) *store.SlackOutboxAddParams {
+func decidedFromCard(holdID, where string, card *store.SlackOutboxAddParams, decided, verb, by string) *store.SlackOutboxAddParams {
 	var blocks []map[string]any
 	_ = json.Unmarshal([]byte(card.Blocks), &blocks)
 	kept := blocks[:0]
@@ -234,32 +261,41 @@ func decidedFromCard(holdID, where string, card *store.SlackOutboxAddParams, dec
 	kept = append(kept, map[string]any{"type": "context", "elements": []any{map[string]any{"type": "mrkdwn", "text": decided}}})
 	bj, _ := json.Marshal(kept)
 	return &store.SlackOutboxAddParams{DedupeKey: "update:" + holdID + ":" + where, Queue: card.Queue, Method: store.SlackUpdate,
-		Channel: card.Channel, Text: fmt.Sprintf("Hold %s: %s by %s", holdID, strings.ToLower(verb), orDefault(str(p, "decidedBy"), "someone")),
+		Channel: card.Channel, Text: fmt.Sprintf("Hold %s: %s by %s", holdID, strings.ToLower(verb), orDefault(by, "someone")),
 		Blocks: string(bj), RefKey: card.DedupeKey}
 }
 
 // holdReminder posts a reminder (Policy Remind after) into the hold's
 // thread and the holds channel, mentioning the stewards who may decide; a
-// hold decided since the reminder was written is not reminded.
-func (b *Bridge) holdReminder(ctx context.Context, key, channel, thread string, p map[string]any) []*store.SlackOutboxAddParams {
-	c := b.cardInfo(ctx, p)
-	if c.hold != nil && c.hold.Status != store.HoldOpen {
-		return nil
+// hold decided since the reminder was written is not reminded. That is
+// the one thing its line cannot say, so a reminder reads its hold (a
+// reminder, not every run).
+func (b *Bridge) holdReminder(ctx context.Context, key, channel, thread string, e transcript.HoldReminder) []*store.SlackOutboxAddParams {
+	l := holdLine{id: e.HoldID, runID: e.RunID, title: e.Title, gate: e.GateLabel, command: e.Command}
+	h, err := b.store.HoldGetByID(ctx, e.HoldID)
+	if err == nil {
+		if h.Status != store.HoldOpen {
+			return nil
+		}
+		l = lineOfHold(h, "")
 	}
+	c := b.cardInfo(ctx, l)
 	var who []string
-	if ids, ok := p["stewards"].([]any); ok {
-		for _, id := range ids {
-			if s, ok := id.(string); ok && s != "" {
-				who = append(who, "<@"+s+">")
-			}
+	for _, s := range e.Stewards {
+		if s != "" {
+			who = append(who, "<@"+s+">")
 		}
 	}
 	waited := ""
-	if c.hold != nil {
-		waited = " for " + age(time.Since(c.hold.CreatedAt))
+	if h != nil {
+		waited = " for " + age(time.Since(h.CreatedAt))
 	}
-	text := fmt.Sprintf(":alarm_clock: Reminder %s of %s: *%s* (%s) has waited%s for a steward.", esc(str(p, "n")),
-		esc(orDefault(str(p, "of"), "3")), esc(c.title), c.workflow, waited)
+	of := "3"
+	if e.Of != 0 {
+		of = strconv.Itoa(e.Of)
+	}
+	text := fmt.Sprintf(":alarm_clock: Reminder %d of %s: *%s* (%s) has waited%s for a steward.", e.N,
+		of, esc(c.title), c.workflow, waited)
 	if len(who) > 0 {
 		text += " " + strings.Join(who, " ") + ", you may decide it:"
 	} else {

@@ -12,6 +12,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 const helpText = "*Holdfast* — mention me in a thread:\n" +
@@ -81,9 +82,8 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	// events, a policy change) so the transcript reads in order. The
 	// delivery is marked processed only after those effects, so a replay
 	// after a crash comes back here: the line is keyed by the Slack event.
-	said["text"] = text
-	if _, err := b.store.SlackEventAppendOnce(ctx, it.Key, &store.EventAppendParams{SessionID: ses.ID, Type: "user_message", Actor: actor(m.User),
-		Payload: said}); err != nil {
+	said.Text = text
+	if _, err := b.store.SlackEventAppendOnce(ctx, it.Key, appendParams(ses.ID, m.User, said)); err != nil {
 		return fmt.Errorf("record the mention: %w", err)
 	}
 
@@ -364,8 +364,10 @@ func commandReply(res *sessions.CommandResult) string {
 		return ":octagonal_sign: Terminated: " + strings.Join(parts, " and ") + "."
 	case sessions.CmdCompact:
 		if res.Summary != nil {
-			if s, ok := res.Summary.Payload["text"].(string); ok && s != "" {
-				return ":compression: Compacted. Summary so far:\n" + esc(s)
+			// Just written by the command: its shape is the encoder's.
+			ev, _ := transcript.Decode(res.Summary)
+			if c, ok := ev.(transcript.CompactSummary); ok && c.Text != "" {
+				return ":compression: Compacted. Summary so far:\n" + esc(c.Text)
 			}
 		}
 		return ":compression: Compacted."

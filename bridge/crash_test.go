@@ -97,10 +97,10 @@ func TestKill9PostsNoSlackMessageTwice(t *testing.T) {
 		// points), then kill while one is on the wire.
 		base := len(fake.Delivered("chat.postMessage")) - fake.InFlight()
 		want := rand.IntN(4)
-		require.Eventually(t, func() bool {
+		waitSlack(t, fake, func() bool {
 			done := len(fake.Delivered("chat.postMessage")) - fake.InFlight()
 			return complete() || done-base >= want && fake.InFlight() > 0
-		}, 30*time.Second, time.Millisecond, "posting goes on after restart %d", kills)
+		}, 30*time.Second, "posting goes on after restart %d", kills)
 		require.False(t, complete(), "the work outlasts the kill loop (cycle %d)", kills)
 		if fake.InFlight() > 0 {
 			midPost++
@@ -109,7 +109,7 @@ func TestKill9PostsNoSlackMessageTwice(t *testing.T) {
 		kills++
 		p = bottest.Start(t, bin, env)
 	}
-	require.Eventually(t, complete, 30*time.Second, 5*time.Millisecond, "every message reaches Slack")
+	waitSlack(t, fake, complete, 30*time.Second, "every message reaches Slack")
 
 	// The last answers arrive and are recorded: nothing is left to send.
 	ctx := context.Background()
@@ -119,7 +119,7 @@ func TestKill9PostsNoSlackMessageTwice(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := s.SlackOutboxNextDue(ctx)
 		return errors.Is(err, store.ErrNotFound)
-	}, 30*time.Second, 5*time.Millisecond, "the outbox settles")
+	}, 30*time.Second, externalPoll, "the outbox settles")
 	p.Stop(t)
 
 	byID, byText := map[string]int{}, map[string]int{}

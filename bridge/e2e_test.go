@@ -93,7 +93,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// A non-steward's click is refused, ephemerally, and changes nothing.
 	require.Equal(t, http.StatusOK, tb.click(t, "UNOBODY", "hold_approve", holdID, "CE", card.TS, root))
-	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 10*time.Second)
 	eph := tb.slack.Delivered("chat.postEphemeral")[0]
 	require.Equal(t, "UNOBODY", eph.Form["user"])
 	require.Contains(t, eph.Form["text"], "can't decide this hold")
@@ -105,11 +105,11 @@ func TestEndToEnd(t *testing.T) {
 
 	// The requester may not approve their own item either.
 	tb.event(t, "EvE4", mention("CE", "U1", tb.ts(), root, "approve mine"))
-	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 2 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 2 }, 10*time.Second)
 
 	// A steward's click resumes the run, updates the card and posts the memo.
 	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_approve", holdID, "CE", card.TS, root))
-	require.Eventually(t, func() bool { return len(tb.updates("CE", card.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.updates("CE", card.TS)) == 1 }, 10*time.Second)
 	upd := tb.updates("CE", card.TS)[0]
 	require.NotContains(t, upd.Form["blocks"], "hold_approve", "buttons gone")
 	require.Contains(t, text(upd), "*Approved* by <@USTEWARD> via slack")
@@ -125,7 +125,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// A second click after the decision is told who decided; nothing moves.
 	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_reject", holdID, "CE", card.TS, root))
-	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 3 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 3 }, 10*time.Second)
 	require.Contains(t, tb.slack.Delivered("chat.postEphemeral")[2].Form["text"], "was already approved by slack:USTEWARD via slack")
 
 	// A decision in the console/API updates the card too.
@@ -141,7 +141,7 @@ func TestEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Eventually(t, func() bool { return len(tb.updates("CE", card2.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.updates("CE", card2.TS)) == 1 }, 10*time.Second)
 	upd2 := tb.updates("CE", card2.TS)[0]
 	require.NotContains(t, upd2.Form["blocks"], "hold_reject")
 	require.Contains(t, text(upd2), "*Rejected*")
@@ -166,7 +166,7 @@ func TestEndToEndThreadDecision(t *testing.T) {
 	tb.event(t, "EvT1", mention("CT", "U1", root, "", "draft-memo Kelp forests"))
 	card, holdID := tb.holdCard(t, "CT", root)
 	tb.event(t, "EvT2", mention("CT", "USTEWARD", tb.ts(), root, "approve nice work"))
-	require.Eventually(t, func() bool { return len(tb.updates("CT", card.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.updates("CT", card.TS)) == 1 }, 10*time.Second)
 	require.Contains(t, text(tb.updates("CT", card.TS)[0]), "nice work")
 	h, err := tb.store.HoldGetByID(tb.ctx, holdID)
 	require.NoError(t, err)
@@ -192,9 +192,9 @@ func TestEndToEndTwoApprovals(t *testing.T) {
 	card, holdID := tb.holdCard(t, "CP", root)
 	require.Contains(t, text(card), "needs 2 approvals")
 	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_approve", holdID, "CP", card.TS, root))
-	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 10*time.Second)
 	require.Contains(t, tb.slack.Delivered("chat.postEphemeral")[0].Form["text"], "1 of 2")
-	require.Eventually(t, func() bool { return len(tb.updates("CP", card.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.updates("CP", card.TS)) == 1 }, 10*time.Second)
 	partial := tb.updates("CP", card.TS)[0]
 	require.Contains(t, text(partial), "1 of 2 approvals: <@USTEWARD>")
 	require.Contains(t, partial.Form["blocks"], `"hold_approve"`, "the buttons stay for the other stewards")
@@ -206,13 +206,13 @@ func TestEndToEndTwoApprovals(t *testing.T) {
 
 	// The same steward cannot count twice; the card does not change.
 	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_approve", holdID, "CP", card.TS, root))
-	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 2 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 2 }, 10*time.Second)
 	again := tb.slack.Delivered("chat.postEphemeral")[1].Form["text"]
 	require.Contains(t, again, "you already approved this hold (1 of 2 approvals)")
 	require.NotContains(t, again, "already decided", "the hold is still open: it was not decided")
 
 	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD2", "hold_approve", holdID, "CP", card.TS, root))
-	require.Eventually(t, func() bool { return len(tb.updates("CP", card.TS)) == 2 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.updates("CP", card.TS)) == 2 }, 10*time.Second)
 	final := tb.updates("CP", card.TS)[1]
 	require.NotContains(t, final.Form["blocks"], "hold_approve", "decided: buttons gone")
 	require.Contains(t, text(final), "*Approved* by <@USTEWARD2>")
@@ -252,10 +252,10 @@ func TestQueuedAckPrecedesRunStarted(t *testing.T) {
 	tb.inboxDrained(t)
 	// The bridge's own write, after the release, is the same message: it
 	// must not post a second acknowledgement.
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		m, err := tb.store.SlackOutboxNextDue(tb.ctx)
 		return errors.Is(err, store.ErrNotFound) && m.IsZero()
-	}, 10*time.Second, 5*time.Millisecond, "outbox drained")
+	}, 10*time.Second, "outbox drained")
 	var lines []string
 	for _, c := range tb.posts("CQ", root) {
 		switch {

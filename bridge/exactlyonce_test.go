@@ -44,7 +44,7 @@ func TestOutboxFindsPostsWhoseAnswerWasLost(t *testing.T) {
 	ctx, cancel := context.WithCancel(tb.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = first.Start(ctx) }()
-	require.Eventually(t, func() bool { return tb.slack.InFlight() == 2 }, 10*time.Second, time.Millisecond)
+	tb.eventually(t, func() bool { return tb.slack.InFlight() == 2 }, 10*time.Second)
 	cancel() // the process goes while both answers are on the wire
 	<-done
 	for _, key := range []string{"reply", "card"} {

@@ -18,7 +18,7 @@ import (
 // send. Only then can a test say that nothing else was posted.
 func (tb *testBundle) quiet(t *testing.T) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		pending, err := tb.store.SlackInboxPending(tb.ctx, 1)
 		if err != nil || len(pending) > 0 {
 			return false
@@ -32,7 +32,7 @@ func (tb *testBundle) quiet(t *testing.T) {
 		}
 		_, err = tb.store.SlackOutboxNextDue(tb.ctx)
 		return errors.Is(err, store.ErrNotFound)
-	}, 10*time.Second, 5*time.Millisecond, "bridge never went quiet")
+	}, 10*time.Second, "bridge never went quiet")
 }
 
 // threadSession is the session of a Slack thread.
@@ -108,7 +108,7 @@ func TestSlackTerminateOfAHeldRun(t *testing.T) {
 	require.Empty(t, audit)
 
 	tb.event(t, "EvX3", mention("CX", "USTEWARD", tb.ts(), root, "terminate"))
-	require.Eventually(t, func() bool { return len(tb.updates("CX", card.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.updates("CX", card.TS)) == 1 }, 10*time.Second)
 	update := tb.updates("CX", card.TS)[0]
 	require.NotContains(t, update.Form["blocks"], "hold_approve", "decided: buttons gone")
 	require.Contains(t, text(update), "<@USTEWARD>")
@@ -134,14 +134,14 @@ func TestSlackAmbiguousThreadDecision(t *testing.T) {
 	tb.holdCard(t, "CA", root)
 	tb.event(t, "EvA2", mention("CA", "U1", tb.ts(), root, "draft-memo Second"))
 	var holds []*store.Hold
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		var err error
 		holds, err = tb.store.HoldList(tb.ctx, &store.HoldListParams{Status: store.HoldOpen, SessionID: tb.threadSession(t, "CA", root).ID, Limit: 10})
 		return err == nil && len(holds) == 2
-	}, 10*time.Second, 5*time.Millisecond)
+	}, 10*time.Second)
 
 	tb.event(t, "EvA3", mention("CA", "USTEWARD", tb.ts(), root, "approve looks fine"))
-	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 10*time.Second)
 	ask := tb.slack.Delivered("chat.postEphemeral")[0].Form["text"]
 	require.Contains(t, ask, "2 open holds")
 	require.Contains(t, ask, holds[0].ID)
@@ -154,10 +154,10 @@ func TestSlackAmbiguousThreadDecision(t *testing.T) {
 	}
 
 	tb.event(t, "EvA4", mention("CA", "USTEWARD", tb.ts(), root, "approve "+holds[0].ID+" the first one"))
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		got, err := tb.store.HoldGetByID(tb.ctx, holds[0].ID)
 		return err == nil && got.Status == store.HoldApproved
-	}, 10*time.Second, 5*time.Millisecond)
+	}, 10*time.Second)
 	got, err := tb.store.HoldGetByID(tb.ctx, holds[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, "the first one", got.Comment)

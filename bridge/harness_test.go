@@ -39,6 +39,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
+	"github.com/holdfast-bot/holdfast/store/storetest"
 )
 
 const secret = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -46,13 +47,14 @@ const secret = "8f742231b10e8888abcd99yyyzzz85a5"
 // testBundle is one bridge on a real SQLite store behind the real router,
 // talking to a fake Slack.
 type testBundle struct {
-	ctx    context.Context
-	store  *sqlite.DB
-	slack  *fakeslack.Server
-	bridge *bridge.Bridge
-	srv    *httptest.Server
-	engine bridge.Engine
-	seq    atomic.Int64
+	ctx     context.Context
+	store   *sqlite.DB
+	slack   *fakeslack.Server
+	bridge  *bridge.Bridge
+	signals *bridge.TestSignals
+	srv     *httptest.Server
+	engine  bridge.Engine
+	seq     atomic.Int64
 
 	// set up with real: the real engine, sessions runtime and API
 	eng      *engine.Engine
@@ -77,6 +79,8 @@ type setupOpts struct {
 	openai string
 	// engineCfg, with real, adjusts the engine's config (a test clock).
 	engineCfg func(c *engine.Config)
+	// bridgeStore wraps the store the bridge (only) reads and writes.
+	bridgeStore func(store.Store) store.Store
 }
 
 func setup(t testing.TB, o setupOpts) *testBundle {
@@ -88,7 +92,9 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	tb := &testBundle{ctx: ctx, store: db, slack: fakeslack.New(t), keys: map[string]string{}}
 	api := slack.New("xoxb-test", slack.OptionAPIURL(tb.slack.APIURL()))
 	cfg := bridge.Config{SigningSecret: secret, BaseURL: "http://holdfast.test", Tick: 200 * time.Millisecond,
-		BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, InboxRetry: 10 * time.Millisecond}
+		BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, InboxRetry: 10 * time.Millisecond,
+		Signals: bridge.NewTestSignals()}
+	tb.signals = cfg.Signals
 	cfg.Tracer = o.tracer
 	if o.cfg != nil {
 		o.cfg(&cfg)
@@ -122,7 +128,11 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	}
 	tb.sessions = sessions.New(db, sessions.Config{DefaultPolicy: "auto", Models: models, DefaultModel: "template", Tracer: o.tracer},
 		sesEngine, log)
-	tb.bridge = bridge.New(cfg, db, api, tb.engine, tb.sessions, log)
+	var bst store.Store = db
+	if o.bridgeStore != nil {
+		bst = o.bridgeStore(db)
+	}
+	tb.bridge = bridge.New(cfg, bst, api, tb.engine, tb.sessions, log)
 	deps.Slack = tb.bridge.Handler()
 	if o.real {
 		console := web.New(web.Deps{Store: db, Library: tb.lib, Sessions: tb.sessions, Engine: tb.eng, Log: log, BaseURL: "http://holdfast.test"})
@@ -147,6 +157,26 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	})
 	return tb
 }
+
+// eventually waits until cond holds, failing the test after timeout. cond
+// runs on the test goroutine, now and again after every unit of work the
+// bridge finishes and every call Slack answers: it waits on those signals,
+// not on a poll interval.
+func (tb *testBundle) eventually(t testing.TB, cond func() bool, timeout time.Duration, msgAndArgs ...any) {
+	t.Helper()
+	storetest.Wait(t, cond, timeout, []func() <-chan struct{}{tb.slack.Changed, tb.signals.Changed}, msgAndArgs...)
+}
+
+// waitSlack is eventually for a bridge in another process, whose work
+// signals nothing here: cond is checked after every call fake Slack answers.
+func waitSlack(t testing.TB, fake *fakeslack.Server, cond func() bool, timeout time.Duration, msgAndArgs ...any) {
+	t.Helper()
+	storetest.Wait(t, cond, timeout, []func() <-chan struct{}{fake.Changed}, msgAndArgs...)
+}
+
+// externalPoll is how often a test polls what only another process
+// changes and no signal reaches (its database rows after Slack answered).
+const externalPoll = 10 * time.Millisecond
 
 // sign signs body exactly as Slack does: v0=hex(HMAC-SHA256(secret, "v0:<ts>:<body>")).
 func sign(ts int64, body []byte) string {
@@ -250,7 +280,7 @@ func (tb *testBundle) posts(channel, threadTS string) []fakeslack.Call {
 func (tb *testBundle) waitPost(t *testing.T, channel, threadTS string, fn func(c fakeslack.Call) bool) fakeslack.Call {
 	t.Helper()
 	var found fakeslack.Call
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		for _, c := range tb.posts(channel, threadTS) {
 			if fn(c) {
 				found = c
@@ -258,17 +288,17 @@ func (tb *testBundle) waitPost(t *testing.T, channel, threadTS string, fn func(c
 			}
 		}
 		return false
-	}, 10*time.Second, 5*time.Millisecond, "no matching post in %s/%s; posts: %v", channel, threadTS, tb.slack.Calls(""))
+	}, 10*time.Second, "no matching post in %s/%s; posts: %v", channel, threadTS, tb.slack.Calls(""))
 	return found
 }
 
 // inboxDrained waits until every stored delivery is processed.
 func (tb *testBundle) inboxDrained(t *testing.T) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		p, err := tb.store.SlackInboxPending(tb.ctx, 1)
 		return err == nil && len(p) == 0
-	}, 10*time.Second, 5*time.Millisecond)
+	}, 10*time.Second)
 }
 
 // idle waits until the bridge has nothing left to do: every delivery
@@ -276,7 +306,7 @@ func (tb *testBundle) inboxDrained(t *testing.T) {
 // settled. A "nothing else was posted" assertion must wait for this first.
 func (tb *testBundle) idle(t *testing.T) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		if p, err := tb.store.SlackInboxPending(tb.ctx, 1); err != nil || len(p) > 0 {
 			return false
 		}
@@ -289,16 +319,16 @@ func (tb *testBundle) idle(t *testing.T) {
 		}
 		_, err = tb.store.SlackOutboxNextDue(tb.ctx)
 		return errors.Is(err, store.ErrNotFound)
-	}, 10*time.Second, 5*time.Millisecond, "the bridge goes idle")
+	}, 10*time.Second, "the bridge goes idle")
 }
 
 // inboxPendingIs waits until exactly n deliveries are unprocessed.
 func (tb *testBundle) inboxPendingIs(t *testing.T, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		p, err := tb.store.SlackInboxPending(tb.ctx, 100)
 		return err == nil && len(p) == n
-	}, 10*time.Second, 5*time.Millisecond)
+	}, 10*time.Second)
 }
 
 func blocksOf(t *testing.T, c fakeslack.Call) []map[string]any {

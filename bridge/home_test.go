@@ -47,9 +47,9 @@ func TestConsoleDecisionUpdatesEveryCopy(t *testing.T) {
 	}
 
 	require.Equal(t, http.StatusSeeOther, grace.decide(holdID, "reject", "not this week"))
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		return len(tb.updates("CH", card.TS)) == 1 && len(tb.updates("CHOLDS", copyCard.TS)) == 1
-	}, 10*time.Second, 5*time.Millisecond, "both copies are updated")
+	}, 10*time.Second, "both copies are updated")
 	for _, u := range []fakeslack.Call{tb.updates("CH", card.TS)[0], tb.updates("CHOLDS", copyCard.TS)[0]} {
 		got := text(u)
 		require.NotContains(t, got, "hold_approve", "buttons gone")
@@ -96,7 +96,7 @@ func TestAppHome(t *testing.T) {
 	require.Equal(t, "trig-home", tb.slack.Views()[0].TriggerID)
 
 	require.Equal(t, http.StatusOK, tb.homeClick(t, "USTEWARD", "hold_approve", holdID))
-	require.Eventually(t, func() bool { return len(tb.updates("CA", card.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.updates("CA", card.TS)) == 1 }, 10*time.Second)
 	require.Contains(t, text(tb.updates("CA", card.TS)[0]), "*Approved* by <@USTEWARD> via slack")
 	tb.homeHas(t, "USTEWARD", func(h string) bool { return !strings.Contains(h, holdID) }, "the approved hold leaves the Home")
 
@@ -111,13 +111,13 @@ func TestAppHome(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
 	var apiHold *store.Hold
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		hs, err := tb.store.HoldList(tb.ctx, &store.HoldListParams{Status: store.HoldOpen, Limit: 5})
 		if err == nil && len(hs) == 1 {
 			apiHold = hs[0]
 		}
 		return apiHold != nil
-	}, 10*time.Second, 5*time.Millisecond)
+	}, 10*time.Second)
 	tb.homeHas(t, "USTEWARD", func(h string) bool {
 		return strings.Contains(h, `"hold:`+apiHold.ID+`"`) && strings.Contains(h, "*Kelp*")
 	},

@@ -53,6 +53,7 @@ func (b *Bridge) processInbox(ctx context.Context) (bool, error) {
 				<-b.inbox.sem
 				wake(b.inboxWake)  // the thread may have more
 				wake(b.mirrorWake) // replies and run events may be waiting
+				b.cfg.Signals.fire()
 			}()
 			if err := b.processOne(ctx, it); err != nil && ctx.Err() == nil {
 				b.log.ErrorContext(ctx, "slack: recording a delivery", slog.String("key", it.Key),
@@ -272,10 +273,8 @@ func (b *Bridge) handleMessage(ctx context.Context, it *store.SlackInboxItem, m 
 			return false, err
 		}
 		said := b.said(ctx, m, false)
-		said["text"] = b.markdown(ctx, m.Text, true)
-		_, err = b.store.SlackInboxAppendEvent(ctx, it.ID, &store.EventAppendParams{
-			SessionID: ses.ID, Type: "user_message", Actor: actor(m.User), Payload: said,
-		})
+		said.Text = b.markdown(ctx, m.Text, true)
+		_, err = b.store.SlackInboxAppendEvent(ctx, it.ID, appendParams(ses.ID, m.User, said))
 		if err != nil {
 			return false, err
 		}

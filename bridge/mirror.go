@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"github.com/holdfast-bot/holdfast/bridge/mrkdwn"
-	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // Hold card action ids (SPEC §5).
@@ -55,9 +56,10 @@ func (b *Bridge) mirrorOnce(ctx context.Context) (bool, error) {
 	batch := map[string]*store.SlackOutboxAddParams{} // cards queued by this page, not yet committed
 	traces := map[string]string{}                     // run id → its item's trace context
 	for _, ev := range evs {
-		out := b.mirrorEvent(ctx, ev, batch)
+		te := transcript.Read(ctx, b.log, &ev.Event)
+		out := b.mirrorEvent(ctx, ev, te, batch)
 		if len(out) > 0 {
-			tc := b.runTrace(ctx, ev, traces)
+			tc := b.runTrace(ctx, transcript.RunOf(te), traces)
 			for _, m := range out {
 				if m.TraceContext == "" {
 					m.TraceContext = tc
@@ -87,11 +89,10 @@ func (b *Bridge) mirrorOnce(ctx context.Context) (bool, error) {
 // runTrace is the trace context of the run a transcript event is about, so
 // what the mirror posts for it (progress, cards, the dispatched memo) joins
 // the run's trace. Only a tracing bridge reads it.
-func (b *Bridge) runTrace(ctx context.Context, ev *store.SlackMirrorEvent, seen map[string]string) string {
+func (b *Bridge) runTrace(ctx context.Context, id string, seen map[string]string) string {
 	if b.cfg.Tracer == nil {
 		return ""
 	}
-	id := str(ev.Payload, "runId")
 	if id == "" {
 		return ""
 	}
@@ -106,68 +107,64 @@ func (b *Bridge) runTrace(ctx context.Context, ev *store.SlackMirrorEvent, seen 
 	return tc
 }
 
-func str(p map[string]any, k string) string {
-	switch v := p[k].(type) {
-	case string:
-		return v
-	case nil:
-		return ""
-	default:
-		return fmt.Sprint(v)
-	}
-}
-
-// mirrorEvent answers the Slack messages one transcript event becomes.
-func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, batch map[string]*store.SlackOutboxAddParams) []*store.SlackOutboxAddParams {
+// mirrorEvent answers the Slack messages one transcript event (te, as
+// read from ev) becomes. The events carry what the messages show: only a
+// line written before they did is completed from the store.
+func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, te transcript.Event,
+	batch map[string]*store.SlackOutboxAddParams) []*store.SlackOutboxAddParams {
 	channel, thread, ok := parseTag(ev.Tag)
 	if !ok {
 		return nil
 	}
-	p := ev.Payload
 	key := fmt.Sprintf("ev:%d", ev.ID)
 	line := func(text string) []*store.SlackOutboxAddParams {
 		return []*store.SlackOutboxAddParams{{DedupeKey: key, Queue: queueOf(channel, thread), Method: store.SlackPost,
 			Channel: channel, ThreadTS: postTS(thread), Text: text}}
 	}
-	switch ev.Type {
-	case "run_started":
-		started := line(fmt.Sprintf(":arrow_forward: Started `%s` — run `%s`.", esc(str(p, "command")), esc(str(p, "runId"))))
-		if it, err := b.store.QueueItemGetByID(ctx, str(p, "itemId")); err == nil && strings.HasPrefix(it.DedupeKey, "slack:") {
+	switch e := te.(type) {
+	case transcript.RunStarted:
+		started := line(fmt.Sprintf(":arrow_forward: Started `%s` — run `%s`.", esc(e.Command), esc(e.RunID)))
+		if e.DedupeKey == "" { // a line written before it named the item's key
+			if it, err := b.store.QueueItemGetByID(ctx, e.ItemID); err == nil {
+				e.DedupeKey = it.DedupeKey
+			}
+		}
+		if strings.HasPrefix(e.DedupeKey, "slack:") {
 			// Enqueued by a message in this thread: its acknowledgement
 			// goes first, if the inbox worker has not queued it yet.
-			return append([]*store.SlackOutboxAddParams{queuedAck(channel, thread, strings.TrimPrefix(it.Command, "/"), it.ID)}, started...)
+			return append([]*store.SlackOutboxAddParams{queuedAck(channel, thread, strings.TrimPrefix(e.Command, "/"), e.ItemID)}, started...)
 		}
 		return started
-	case "hold_opened":
-		return append(b.holdCards(ctx, channel, thread, p), b.homeUpdates(ctx, key)...)
-	case "hold_approved_partial":
-		return append(b.holdApprovedPartial(ctx, key, p, batch), b.homeUpdates(ctx, key)...)
-	case "hold_decided":
-		return append(b.holdDecided(ctx, key, channel, thread, ev.TS, p, batch), b.homeUpdates(ctx, key)...)
-	case engine.EventHoldReminder:
-		return b.holdReminder(ctx, key, channel, thread, p)
-	case store.EventUserMessage:
-		return b.consoleMessage(ctx, key, channel, thread, ev)
-	case "run_finished":
-		switch st := str(p, "status"); st {
-		case "failed", "cancelled", "recovery_exhausted":
-			msg := fmt.Sprintf(":x: Run `%s` %s", esc(str(p, "runId")), strings.ReplaceAll(st, "_", " "))
-			if k := str(p, "errorKind"); k != "" {
-				msg += fmt.Sprintf(" (%s)", esc(k))
+	case transcript.HoldOpened:
+		return append(b.holdCards(ctx, channel, thread, e), b.homeUpdates(ctx, key)...)
+	case transcript.HoldApprovedPartial:
+		return append(b.holdApprovedPartial(ctx, key, e, batch), b.homeUpdates(ctx, key)...)
+	case transcript.HoldDecided:
+		return append(b.holdDecided(ctx, key, channel, thread, ev.TS, e, batch), b.homeUpdates(ctx, key)...)
+	case transcript.HoldReminder:
+		return b.holdReminder(ctx, key, channel, thread, e)
+	case transcript.UserMessage:
+		return b.consoleMessage(ctx, key, channel, thread, ev, e)
+	case transcript.RunFinished:
+		switch e.Status {
+		case store.RunFailed, store.RunCancelled, store.RunRecoveryExhausted:
+			msg := fmt.Sprintf(":x: Run `%s` %s", esc(e.RunID), strings.ReplaceAll(e.Status, "_", " "))
+			if e.ErrorKind != "" {
+				msg += fmt.Sprintf(" (%s)", esc(e.ErrorKind))
 			}
-			if e := str(p, "error"); e != "" {
-				msg += ": " + esc(firstLine(e, 300))
+			if e.Error != "" {
+				msg += ": " + esc(firstLine(e.Error, 300))
 			}
 			return line(msg + ".")
 		}
 		return nil
-	case "memo_dispatched":
-		return b.memoMessages(ctx, key, channel, thread, p)
-	case "assistant_message":
-		if p["backfilled"] == true {
+	case transcript.MemoDispatched:
+		return b.memoMessages(ctx, key, channel, thread, e)
+	case transcript.AssistantMessage:
+		if e.Backfilled {
 			return nil // fetched from the thread: it is there already
 		}
-		return markdownMessages(key, channel, thread, "", str(p, "text"))
+		return markdownMessages(key, channel, thread, "", e.Text)
 	}
 	return nil
 }
@@ -193,17 +190,21 @@ func markdownMessages(key, channel, thread, lead, md string) []*store.SlackOutbo
 	return out
 }
 
-// memoMessages posts a dispatched memo, read from the store, into the thread.
-func (b *Bridge) memoMessages(ctx context.Context, key, channel, thread string, p map[string]any) []*store.SlackOutboxAddParams {
-	id := str(p, "memoId")
-	link := fmt.Sprintf("<%s/memos/%s|%s>", b.cfg.BaseURL, id, esc(orDefault(str(p, "title"), id)))
-	m, err := b.store.MemoGetByID(ctx, id)
-	if err != nil {
-		b.log.WarnContext(ctx, "slack: dispatched memo unreadable; posting its link only", slog.String("memo_id", id), slog.Any("error", err))
-		return []*store.SlackOutboxAddParams{{DedupeKey: key, Queue: queueOf(channel, thread), Method: store.SlackPost,
-			Channel: channel, ThreadTS: postTS(thread), Text: ":page_facing_up: Memo dispatched: " + link}}
+// memoMessages posts a dispatched memo into the thread: the body its line
+// carries, or for a line written before it did, the memo's as stored.
+func (b *Bridge) memoMessages(ctx context.Context, key, channel, thread string, e transcript.MemoDispatched) []*store.SlackOutboxAddParams {
+	link := fmt.Sprintf("<%s/memos/%s|%s>", b.cfg.BaseURL, e.MemoID, esc(orDefault(e.Title, e.MemoID)))
+	if e.Body == "" {
+		m, err := b.store.MemoGetByID(ctx, e.MemoID)
+		if err != nil {
+			b.log.WarnContext(ctx, "slack: dispatched memo unreadable; posting its link only", slog.String("memo_id", e.MemoID),
+				slog.String("run_id", e.RunID), slog.Any("error", err))
+			return []*store.SlackOutboxAddParams{{DedupeKey: key, Queue: queueOf(channel, thread), Method: store.SlackPost,
+				Channel: channel, ThreadTS: postTS(thread), Text: ":page_facing_up: Memo dispatched: " + link}}
+		}
+		e.Body = m.Body
 	}
-	return markdownMessages(key, channel, thread, ":page_facing_up: Memo dispatched: "+link, m.Body)
+	return markdownMessages(key, channel, thread, ":page_facing_up: Memo dispatched: "+link, e.Body)
 }
 
 func orDefault(s, d string) string {
@@ -215,16 +216,26 @@ func orDefault(s, d string) string {
 
 func cardKey(holdID, where string) string { return "card:" + holdID + ":" + where }
 
-// card answers a hold's card as queued (by this mirror page or earlier) and
-// its blocks; nil when no card was queued there.
+// queuedCard answers a hold's card as queued, by this mirror page or
+// earlier (the one read-back the mirror makes: an update must name the
+// message it changes); nil when no card was queued there.
+func (b *Bridge) queuedCard(ctx context.Context, holdID, where string, batch map[string]*store.SlackOutboxAddParams) *store.SlackOutboxAddParams {
+	if card := batch[cardKey(holdID, where)]; card != nil {
+		return card
+	}
+	stored, err := b.store.SlackOutboxGetByKey(ctx, cardKey(holdID, where))
+	if err != nil {
+		return nil
+	}
+	return &stored.SlackOutboxAddParams
+}
+
+// card answers a hold's card as queued and its blocks; nil when no card
+// was queued there.
 func (b *Bridge) card(ctx context.Context, holdID, where string, batch map[string]*store.SlackOutboxAddParams) (*store.SlackOutboxAddParams, []map[string]any) {
-	card := batch[cardKey(holdID, where)]
+	card := b.queuedCard(ctx, holdID, where, batch)
 	if card == nil {
-		stored, err := b.store.SlackOutboxGetByKey(ctx, cardKey(holdID, where))
-		if err != nil {
-			return nil, nil
-		}
-		card = &stored.SlackOutboxAddParams
+		return nil, nil
 	}
 	var blocks []map[string]any
 	if err := json.Unmarshal([]byte(card.Blocks), &blocks); err != nil {
@@ -246,18 +257,18 @@ func mention(who string) string {
 // its stewards have approved: the approvals so far show above the buttons,
 // which stay for the others. Each approval is its own update (keyed by the
 // event), queued behind the card in its thread, so the last one wins.
-func (b *Bridge) holdApprovedPartial(ctx context.Context, key string, p map[string]any,
+func (b *Bridge) holdApprovedPartial(ctx context.Context, key string, e transcript.HoldApprovedPartial,
 	batch map[string]*store.SlackOutboxAddParams) []*store.SlackOutboxAddParams {
-	holdID := str(p, "holdId")
-	var who []string
-	if as, ok := p["approvals"].([]any); ok {
-		for _, a := range as {
-			if m, ok := a.(map[string]any); ok {
-				who = append(who, mention(orDefault(str(m, "by"), "someone")))
-			}
-		}
+	holdID := e.HoldID
+	who := make([]string, 0, len(e.Approvals))
+	for _, a := range e.Approvals {
+		who = append(who, mention(orDefault(a.By, "someone")))
 	}
-	status := fmt.Sprintf(":ballot_box_with_check: %d of %s approvals: %s", len(who), orDefault(str(p, "required"), "?"), strings.Join(who, ", "))
+	required := "?"
+	if e.Required > 0 {
+		required = strconv.Itoa(e.Required)
+	}
+	status := fmt.Sprintf(":ballot_box_with_check: %d of %s approvals: %s", len(who), required, strings.Join(who, ", "))
 	var out []*store.SlackOutboxAddParams
 	for _, where := range []string{"thread", "holds"} {
 		card, blocks := b.card(ctx, holdID, where, batch)

@@ -69,7 +69,7 @@ func TestMirrorRunLifecycle(t *testing.T) {
 	tb.waitPost(t, "C5", root, func(c fakeslack.Call) bool {
 		return strings.Contains(c.Form["text"], "*Approved* by <@USTEWARD> via slack")
 	})
-	require.Eventually(t, func() bool { return len(tb.slack.Delivered("chat.update")) == 2 }, 5*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.slack.Delivered("chat.update")) == 2 }, 5*time.Second)
 	updated := map[string]fakeslack.Call{}
 	for _, u := range tb.slack.Delivered("chat.update") {
 		updated[u.Form["channel"]] = u
@@ -194,7 +194,7 @@ func TestOutboxSurvivesOutage(t *testing.T) {
 	// The outbox counters tell the same story on /metrics.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(tb.bridge)
-	require.Eventually(t, func() bool { return metric(t, reg, "holdfast_slack_outbox_sent_total") == per*3 }, 5*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return metric(t, reg, "holdfast_slack_outbox_sent_total") == per*3 }, 5*time.Second)
 	require.Equal(t, float64(per*3), metric(t, reg, "holdfast_slack_outbox_queued_total"))
 	require.Equal(t, float64(8), metric(t, reg, "holdfast_slack_outbox_retried_total"))
 	require.Zero(t, metric(t, reg, "holdfast_slack_outbox_failed_total"))
@@ -230,10 +230,10 @@ func TestOutboxRefusalKeptAsFailed(t *testing.T) {
 	require.NoError(t, tb.addOutbox(&store.SlackOutboxAddParams{DedupeKey: "k3", Queue: "C8:1.1", Method: store.SlackUpdate, Channel: "C8", RefKey: "k2", Text: "upd"}))
 	require.NoError(t, tb.addOutbox(&store.SlackOutboxAddParams{DedupeKey: "k4", Queue: "C8:1.1", Method: store.SlackPost, Channel: "C8", ThreadTS: "1.1", Text: "last"}))
 	tb.waitPost(t, "C8", "1.1", func(c fakeslack.Call) bool { return c.Form["text"] == "last" })
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		m, err := tb.store.SlackOutboxGetByKey(tb.ctx, "k4")
 		return err == nil && m.Status == store.SlackOutboxSentSt
-	}, 5*time.Second, 5*time.Millisecond)
+	}, 5*time.Second)
 	for key, status := range map[string]string{"k1": "sent", "k2": "failed", "k3": "failed", "k4": "sent"} {
 		m, err := tb.store.SlackOutboxGetByKey(tb.ctx, key)
 		require.NoError(t, err)
@@ -267,13 +267,15 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 		tb.appendEvent(t, ses.ID, "assistant_message", map[string]any{"text": fmt.Sprintf("reply %d", i)})
 	}
 
-	first := bridge.New(bridge.Config{Tick: 20 * time.Millisecond, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond},
-		tb.store, apiFor(tb), newRecordingEngine(), tb.sessions, discard())
+	// A send cut short leaves its claim to lapse (ClaimLease), as a death
+	// mid-post would: short here, so the next process need not wait long.
+	first := bridge.New(bridge.Config{Tick: 20 * time.Millisecond, BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		ClaimLease: 300 * time.Millisecond}, tb.store, apiFor(tb), newRecordingEngine(), tb.sessions, discard())
 	ctx, cancel := context.WithCancel(tb.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = first.Start(ctx) }()
-	require.Eventually(t, func() bool { return len(tb.slack.Calls("chat.postMessage")) >= 3 }, 10*time.Second, 5*time.Millisecond)
-	cancel() // the process dies while Slack is down
+	tb.eventually(t, func() bool { return len(tb.slack.Calls("chat.postMessage")) >= 3 }, 10*time.Second)
+	cancel() // the process dies while Slack is down, perhaps mid-post
 	<-done
 	require.Empty(t, tb.slack.Delivered("chat.postMessage"))
 
@@ -281,7 +283,7 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 	second := bridge.New(bridge.Config{Tick: 20 * time.Millisecond}, tb.store, apiFor(tb), newRecordingEngine(),
 		tb.sessions, discard())
 	runBridge(t, tb, second)
-	require.Eventually(t, func() bool { return len(tb.posts("CR", "1.000001")) == 3 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.posts("CR", "1.000001")) == 3 }, 10*time.Second)
 	for i, p := range tb.posts("CR", "1.000001") {
 		require.Equal(t, fmt.Sprintf("reply %d", i), p.Form["text"])
 	}

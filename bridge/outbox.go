@@ -30,6 +30,7 @@ func (b *Bridge) sendLoop(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			b.log.ErrorContext(ctx, "slack: outbox pass failed", slog.Any("error", err))
 		}
+		b.cfg.Signals.fire()
 		if n > 0 && err == nil {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // relayChars bounds a console message posted into a thread; a longer one
@@ -16,7 +17,7 @@ const relayChars = 3000
 // or the API as a console user or a key) into the Slack thread of the
 // session, attributed: "*ada* (console): …" (SPEC §5). Messages that came
 // from Slack are in the thread already.
-func (b *Bridge) consoleMessage(ctx context.Context, key, channel, thread string, ev *store.SlackMirrorEvent) []*store.SlackOutboxAddParams {
+func (b *Bridge) consoleMessage(ctx context.Context, key, channel, thread string, ev *store.SlackMirrorEvent, m transcript.UserMessage) []*store.SlackOutboxAddParams {
 	kind, id, _ := strings.Cut(ev.Actor, ":")
 	var who string
 	switch kind {
@@ -31,7 +32,7 @@ func (b *Bridge) consoleMessage(ctx context.Context, key, channel, thread string
 	default:
 		return nil // Slack's own messages, and nobody's
 	}
-	text := strings.TrimSpace(str(ev.Payload, "text"))
+	text := strings.TrimSpace(m.Text)
 	if text == "" {
 		return nil
 	}

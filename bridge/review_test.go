@@ -84,7 +84,7 @@ func TestReviewModalEditedApproval(t *testing.T) {
 	require.Contains(t, told.Form["text"], "tightened it")
 	require.Contains(t, told.Form["text"], "*Otters*")
 
-	require.Eventually(t, func() bool { return len(tb.updates("CR", card.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.updates("CR", card.TS)) == 1 }, 10*time.Second)
 	upd := text(tb.updates("CR", card.TS)[0])
 	require.NotContains(t, upd, "hold_approve", "buttons gone")
 	require.NotContains(t, upd, "hold_review")

@@ -166,9 +166,8 @@ func (b *Bridge) handleSlashRun(ctx context.Context, it *store.SlackInboxItem) e
 		return fmt.Errorf("resolve the command's thread session: %w", err)
 	}
 	said := b.said(ctx, m, false)
-	said["text"], said["slashCommand"] = "run "+cmd.Name+" "+cmd.Arg, true
-	if _, err := b.store.SlackEventAppendOnce(ctx, it.Key, &store.EventAppendParams{SessionID: ses.ID, Type: "user_message",
-		Actor: actor(user), Payload: said}); err != nil {
+	said.Text, said.Fields["slashCommand"] = "run "+cmd.Name+" "+cmd.Arg, true
+	if _, err := b.store.SlackEventAppendOnce(ctx, it.Key, appendParams(ses.ID, user, said)); err != nil {
 		return fmt.Errorf("record the command: %w", err)
 	}
 	return b.enqueue(ctx, it, m, root, ses.ID, cmd.Name, cmd.Arg, b.log.With(slog.String("session_id", ses.ID)))
@@ -312,10 +311,9 @@ func (b *Bridge) submitRunWorkflow(ctx context.Context, it *store.SlackInboxItem
 	// submission is delivered.
 	m := &Message{Type: "shortcut", Channel: meta.Channel, User: user, TS: "shortcut:" + in.View.ID}
 	said := b.said(ctx, m, false)
-	said["text"], said["shortcut"] = "run "+name+" "+brief, true
-	delete(said, "raw")
-	if _, err := b.store.SlackEventAppendOnce(ctx, it.Key, &store.EventAppendParams{SessionID: ses.ID, Type: "user_message",
-		Actor: actor(user), Payload: said}); err != nil {
+	said.Text, said.Fields["shortcut"] = "run "+name+" "+brief, true
+	delete(said.Fields, "raw")
+	if _, err := b.store.SlackEventAppendOnce(ctx, it.Key, appendParams(ses.ID, user, said)); err != nil {
 		return fmt.Errorf("record the shortcut: %w", err)
 	}
 	return b.enqueue(ctx, it, m, meta.ThreadTS, ses.ID, name, brief, b.log.With(slog.String("session_id", ses.ID)))

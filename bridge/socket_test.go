@@ -54,10 +54,10 @@ func TestSocketModeStoresThenAcks(t *testing.T) {
 		"actions": []any{map[string]any{"action_id": "hold_approve", "block_id": "hold:" + holdID, "value": holdID}}})
 	require.NoError(t, tb.slack.SendEnvelope("env-4", "interactive", click))
 	ack("env-4")
-	require.Eventually(t, func() bool { return len(tb.updates("C9", card.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.updates("C9", card.TS)) == 1 }, 10*time.Second)
 	tb.waitPost(t, "C9", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Memo dispatched") })
 	// help, queued, started, card, approved line, memo lead and memo: nothing twice.
-	require.Eventually(t, func() bool { return len(tb.posts("C9", root)) == 7 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.posts("C9", root)) == 7 }, 10*time.Second)
 	tb.inboxDrained(t)
 	require.Len(t, tb.posts("C9", root), 7)
 }
@@ -101,7 +101,7 @@ func TestSocketModeModalsAndCommands(t *testing.T) {
 			}}}})
 	require.NoError(t, tb.slack.SendEnvelope("env-3", "interactive", submit))
 	ack("env-3")
-	require.Eventually(t, func() bool { return len(tb.updates("CSM", card.TS)) == 1 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.updates("CSM", card.TS)) == 1 }, 10*time.Second)
 	require.Contains(t, text(tb.updates("CSM", card.TS)[0]), "over the socket")
 	h, err := tb.store.HoldGetByID(tb.ctx, holdID)
 	require.NoError(t, err)

@@ -142,10 +142,8 @@ func TestStewardshipThroughTheBinary(t *testing.T) {
 	// The submitter's answer is queued after Decide returns, so it may be
 	// sent after the mirror's posts for the decision: wait for it too.
 	var eph []fakeslack.Call
-	require.Eventually(t, func() bool {
-		eph = fake.Delivered("chat.postEphemeral")
-		return len(eph) > 0
-	}, 30*time.Second, 10*time.Millisecond, "the submitter is answered")
+	waitSlack(t, fake, func() bool { eph = fake.Delivered("chat.postEphemeral"); return len(eph) > 0 }, 30*time.Second,
+		"the submitter is answered")
 	require.Contains(t, eph[len(eph)-1].Form["text"], "You approved *Otters* with your edit")
 
 	p.Stop(t)

@@ -94,7 +94,7 @@ func (tb *testBundle) ephemerals(user string) []fakeslack.Call {
 func (tb *testBundle) waitEphemeral(t *testing.T, user string, fn func(text string) bool) fakeslack.Call {
 	t.Helper()
 	var found fakeslack.Call
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		for _, c := range tb.ephemerals(user) {
 			if fn(c.Form["text"]) {
 				found = c
@@ -102,7 +102,7 @@ func (tb *testBundle) waitEphemeral(t *testing.T, user string, fn func(text stri
 			}
 		}
 		return false
-	}, 10*time.Second, 5*time.Millisecond, "no matching ephemeral to %s; got %v", user, tb.ephemerals(user))
+	}, 10*time.Second, "no matching ephemeral to %s; got %v", user, tb.ephemerals(user))
 	return found
 }
 
@@ -129,10 +129,10 @@ func blockByID(view map[string]any, id string) map[string]any {
 func (tb *testBundle) homeHas(t *testing.T, user string, fn func(home string) bool, msg string) string {
 	t.Helper()
 	var last string
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		last = unescapeJSON(string(tb.slack.Home(user)))
 		return last != "" && fn(last)
-	}, 10*time.Second, 5*time.Millisecond, "%s; the Home of %s: %s", msg, user, last)
+	}, 10*time.Second, "%s; the Home of %s: %s", msg, user, last)
 	return last
 }
 

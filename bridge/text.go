@@ -5,6 +5,9 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+
+	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // Slack text as markdown (SPEC §5): messages are recorded in the transcript
@@ -67,9 +70,16 @@ func (b *Bridge) reference(ctx context.Context, ref string, fetch bool) string {
 // said is the transcript payload of a Slack message, but for its
 // markdown "text": Slack's raw text, who said it (id and display name),
 // where and when, and whether it mentioned the bot.
-func (b *Bridge) said(ctx context.Context, m *Message, mention bool) map[string]any {
-	p := map[string]any{"raw": m.Text, "user": m.User, "channel": m.Channel, "ts": m.TS, "mention": mention}
-	return withSpeaker(p, b.userName(ctx, m.User, true))
+func (b *Bridge) said(ctx context.Context, m *Message, mention bool) transcript.UserMessage {
+	return transcript.UserMessage{Said: transcript.Said{Speaker: b.userName(ctx, m.User, true), SlackTS: m.TS},
+		Fields: map[string]any{"raw": m.Text, "user": m.User, "channel": m.Channel, "mention": mention}}
+}
+
+// appendParams is the append of a Slack user's message to a session.
+func appendParams(sessionID, user string, m transcript.UserMessage) *store.EventAppendParams {
+	p := transcript.EncodePtr(m, actor(user))
+	p.SessionID = sessionID
+	return p
 }
 
 // commandOf splits a mention's markdown text (entities already decoded)

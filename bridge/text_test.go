@@ -46,13 +46,13 @@ func TestSlackTextRecordedAsMarkdown(t *testing.T) {
 			ts := tb.ts()
 			tb.event(t, "EvMD"+tc.name, message("CM", "U1", ts, root, tc.raw))
 			var ev *store.Event
-			require.Eventually(t, func() bool {
+			tb.eventually(t, func() bool {
 				evs, err := tb.store.EventList(tb.ctx, &store.EventListParams{SessionID: ses.ID, Types: []string{"user_message"}, Newest: true, Limit: 1})
 				if err == nil && len(evs) == 1 && evs[0].Payload["ts"] == ts {
 					ev = evs[0]
 				}
 				return ev != nil
-			}, 10*time.Second, 5*time.Millisecond, "case %d", i)
+			}, 10*time.Second, "case %d", i)
 			require.Equal(t, tc.want, ev.Payload["text"])
 			require.Equal(t, tc.raw, ev.Payload["raw"], "the raw text is kept")
 		})

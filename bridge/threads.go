@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdfast-bot/holdfast/engine/thread"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // Reading threads (SPEC §3, §5): who is speaking, and what a thread said
@@ -88,14 +89,6 @@ func displayName(u *slack.User) string {
 		}
 	}
 	return u.ID
-}
-
-// withSpeaker stamps a message payload with its speaker's name, when known.
-func withSpeaker(p map[string]any, name string) map[string]any {
-	if name != "" {
-		p[thread.KeySpeaker] = name
-	}
-	return p
 }
 
 // backfillState is the backfill worker's: which sessions are being fetched
@@ -199,6 +192,7 @@ func (b *Bridge) backfillLoop(ctx context.Context) {
 				busy = true // a mention is fetching it; it wakes us when it stops
 			}
 		}
+		b.cfg.Signals.fire()
 		wait := b.cfg.Tick
 		if next, err := b.store.SlackBackfillNextDue(ctx); err == nil && !busy {
 			wait = min(wait, max(time.Until(next), time.Millisecond))
@@ -304,11 +298,14 @@ func (b *Bridge) backfillEvents(ctx context.Context, bf *store.SlackBackfill, ms
 		if msg.Timestamp == "" || compareSlackTS(msg.Timestamp, bf.Before) >= 0 || !relevantSubtype(msg.SubType) {
 			continue
 		}
-		p := map[string]any{"user": msg.User, "channel": bf.Channel, "ts": msg.Timestamp, thread.KeyBackfilled: true}
+		said := func(name string) transcript.Said {
+			return transcript.Said{Speaker: name, SlackTS: msg.Timestamp, Backfilled: true}
+		}
+		where := func() map[string]any { return map[string]any{"user": msg.User, "channel": bf.Channel} }
 		switch {
 		case msg.BotID != "" && msg.BotID == bot || msg.User != "" && msg.User == botUser:
-			p["text"] = unescape(msg.Text)
-			out = append(out, &store.EventAppendParams{Type: store.EventAssistantMessage, Actor: "holdfast", Payload: withSpeaker(p, thread.BotSpeaker)})
+			out = append(out, transcript.EncodePtr(transcript.AssistantMessage{Text: unescape(msg.Text), Said: said(thread.BotSpeaker),
+				Fields: where()}, "holdfast"))
 			continue
 		case msg.User == "" && msg.BotID != "":
 			if !b.cfg.AllowBots {
@@ -318,15 +315,14 @@ func (b *Bridge) backfillEvents(ctx context.Context, bf *store.SlackBackfill, ms
 			if msg.BotProfile != nil && msg.BotProfile.Name != "" {
 				name = msg.BotProfile.Name
 			}
-			p["text"] = unescape(msg.Text)
-			out = append(out, &store.EventAppendParams{Type: store.EventUserMessage, Actor: actor(msg.BotID), Payload: withSpeaker(p, name)})
+			out = append(out, transcript.EncodePtr(transcript.UserMessage{Text: unescape(msg.Text), Said: said(name), Fields: where()},
+				actor(msg.BotID)))
 			continue
 		case msg.User == "":
 			continue
 		}
-		p["text"] = unescape(stripMention(msg.Text, botUser))
-		out = append(out, &store.EventAppendParams{Type: store.EventUserMessage, Actor: actor(msg.User),
-			Payload: withSpeaker(p, b.userName(ctx, msg.User, true))})
+		out = append(out, transcript.EncodePtr(transcript.UserMessage{Text: unescape(stripMention(msg.Text, botUser)),
+			Said: said(b.userName(ctx, msg.User, true)), Fields: where()}, actor(msg.User)))
 	}
 	return out
 }

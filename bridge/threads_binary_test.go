@@ -85,7 +85,7 @@ func TestThreadsThroughTheBinary(t *testing.T) {
 	}
 	waitSummary := func(channel, root string, n int) fakeslack.Call {
 		t.Helper()
-		require.Eventually(t, func() bool { return len(summaries(channel, root)) >= n }, 20*time.Second, 5*time.Millisecond,
+		waitSlack(t, fake, func() bool { return len(summaries(channel, root)) >= n }, 20*time.Second,
 			"summary %d in %s/%s", n, channel, root)
 		return summaries(channel, root)[n-1]
 	}

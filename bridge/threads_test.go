@@ -179,7 +179,7 @@ func TestBackfillRateLimitedAnswersAtOnce(t *testing.T) {
 	require.NotContains(t, text(first), "Launch on Monday?", "answered with what the backfill had: nothing yet")
 	require.Contains(t, text(first), "*Bob Babbage*: summarize-thread")
 
-	require.Eventually(t, func() bool { return backfilledCount(tb.store, "CR", root) == 4 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return backfilledCount(tb.store, "CR", root) == 4 }, 10*time.Second)
 	calls := tb.slack.Calls("conversations.replies")
 	require.Len(t, calls, 2)
 	require.Equal(t, http.StatusTooManyRequests, calls[0].Status)
@@ -275,7 +275,7 @@ func TestBackfillResumesAfterRestart(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	// The first bridge's handler is not the router's; it takes the
 	// delivery from the shared inbox all the same.
-	require.Eventually(t, func() bool { return len(tb.slack.Calls("conversations.replies")) >= 3 }, 10*time.Second, 5*time.Millisecond)
+	tb.eventually(t, func() bool { return len(tb.slack.Calls("conversations.replies")) >= 3 }, 10*time.Second)
 	cancel()
 	<-done
 	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:CX:"+root)
@@ -290,10 +290,10 @@ func TestBackfillResumesAfterRestart(t *testing.T) {
 	for range 2 {
 		runBridge(t, tb, bridge.New(cfg, tb.store, apiFor(tb), tb.engine, tb.sessions, discard()))
 	}
-	require.Eventually(t, func() bool {
+	tb.eventually(t, func() bool {
 		bf, err := tb.store.SlackBackfillGet(tb.ctx, ses.ID)
 		return err == nil && bf.Done
-	}, 10*time.Second, 5*time.Millisecond)
+	}, 10*time.Second)
 	var got []string
 	for _, s := range backfilled(tb.transcript(t, "CX", root)) {
 		got = append(got, s.text)

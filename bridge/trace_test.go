@@ -62,7 +62,7 @@ func TestOneTraceFromMentionToMemoPost(t *testing.T) {
 		}
 		return nil
 	}
-	require.Eventually(t, func() bool { return memoPost(inTrace()) != nil }, 10*time.Second, 5*time.Millisecond,
+	tb.eventually(t, func() bool { return memoPost(inTrace()) != nil }, 10*time.Second,
 		"the post of the memo joins the mention's trace")
 
 	spans := inTrace()

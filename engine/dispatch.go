@@ -53,7 +53,7 @@ func (x *exec) output(ctx context.Context, i int) (*store.Run, error) {
 	default:
 		var title string
 		if d, title, err = x.memoDispatch(ctx, out); err == nil {
-			extra = transcript.Encode(transcript.MemoDispatched{RunID: x.run.ID, MemoID: d.MemoID, Title: title}, "engine")
+			extra = transcript.Encode(transcript.MemoDispatched{RunID: x.run.ID, MemoID: d.MemoID, Title: title, Body: out}, "engine")
 		}
 	}
 	dur := x.e.cfg.Now().Sub(start)
@@ -169,7 +169,8 @@ func (x *exec) hold(ctx context.Context, i int, id, label string) (*store.Run, e
 		h.RemindEvery, h.RemindAt = p.RemindAfter, &at
 	}
 	events := append(x.events, transcript.Encode(transcript.HoldOpened{
-		HoldID: h.ID, RunID: x.run.ID, Command: h.Command, GateLabel: h.GateLabel, Preview: h.Preview, Title: h.Title}, "engine"))
+		HoldID: h.ID, RunID: x.run.ID, Command: h.Command, GateLabel: h.GateLabel, Preview: h.Preview, Title: h.Title,
+		Workflow: h.WorkflowName, Owner: h.OwnerUID, Required: h.RequiredApprovals}, "engine"))
 	hold, err := x.e.store.RunSuspend(ctx, &store.RunSuspendParams{
 		RunCheckpointParams: store.RunCheckpointParams{RunID: x.run.ID, Lease: x.run.Lease, Now: x.e.cfg.Now(),
 			Manifest: x.manifestArg(), Steps: x.steps, State: x.stateJSON(), Guards: x.guardsJSON(), Usage: x.usage(), Events: events},

@@ -485,7 +485,8 @@ func (e *Engine) claim(ctx context.Context, limit int) ([]*store.Run, error) {
 		p := &store.QueueItemClaimParams{RunnerID: e.cfg.RunnerID, Now: e.cfg.Now(), Claims: make([]store.ItemClaim, len(items))}
 		for i, it := range items {
 			p.Claims[i] = store.ItemClaim{ItemID: it.ID, Events: []store.EventAppendParams{transcript.Encode(
-				transcript.RunStarted{RunID: store.RunIDForItem(it.ID), ItemID: it.ID, Command: it.Command}, "engine")}}
+				transcript.RunStarted{RunID: store.RunIDForItem(it.ID), ItemID: it.ID, Command: it.Command, DedupeKey: it.DedupeKey},
+				"engine")}}
 		}
 		if runs, err = e.store.QueueItemClaim(ctx, p); err != nil {
 			return nil, err

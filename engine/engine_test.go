@@ -241,20 +241,22 @@ func TestEnqueueIdempotentUnderConcurrency(t *testing.T) {
 		wg      sync.WaitGroup
 		created atomic.Int32
 		ids     sync.Map
+		errs    = make([]error, 8)
 	)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for i := range errs {
+		wg.Go(func() {
 			it, ok, err := b.eng.Enqueue(context.Background(), EnqueueParams{Command: "/draft", DedupeKey: "same"})
-			require.NoError(t, err)
+			if errs[i] = err; err != nil {
+				return
+			}
 			if ok {
 				created.Add(1)
 			}
 			ids.Store(it.ID, true)
-		}()
+		})
 	}
 	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
 	require.Equal(t, int32(1), created.Load())
 	n := 0
 	ids.Range(func(_, _ any) bool { n++; return true })
@@ -320,9 +322,10 @@ func TestConcurrentRunnersNeverClaimTwice(t *testing.T) {
 			b.db, model.NewRegistry("template", model.Config{}), nil))
 	}
 	var (
-		mu   sync.Mutex
-		seen = map[string]int{}
-		wg   sync.WaitGroup
+		mu       sync.Mutex
+		seen     = map[string]int{}
+		wg       sync.WaitGroup
+		claimErr error
 	)
 	for _, e := range engines {
 		wg.Add(1)
@@ -330,7 +333,12 @@ func TestConcurrentRunnersNeverClaimTwice(t *testing.T) {
 			defer wg.Done()
 			for {
 				runs, err := e.claim(context.Background(), 3)
-				require.NoError(t, err)
+				if err != nil {
+					mu.Lock()
+					claimErr = errors.Join(claimErr, err)
+					mu.Unlock()
+					return
+				}
 				if len(runs) == 0 {
 					return
 				}
@@ -346,6 +354,7 @@ func TestConcurrentRunnersNeverClaimTwice(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	require.NoError(t, claimErr)
 	require.Len(t, seen, n)
 	for id, c := range seen {
 		require.Equal(t, 1, c, "item %s claimed %d times", id, c)

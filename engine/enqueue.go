@@ -152,7 +152,7 @@ func (e *Engine) insert(ctx context.Context, ip *store.QueueItemInsertParams) (*
 	runID := store.RunIDForItem(ip.ID)
 	it, run, created, err := e.store.QueueItemInsertClaimed(ctx, ip, &store.ItemInsertClaim{RunID: runID,
 		RunnerID: e.cfg.RunnerID, Now: e.cfg.Now(), Events: []store.EventAppendParams{transcript.Encode(
-			transcript.RunStarted{RunID: runID, ItemID: ip.ID, Command: ip.Command}, "engine")}})
+			transcript.RunStarted{RunID: runID, ItemID: ip.ID, Command: ip.Command, DedupeKey: ip.DedupeKey}, "engine")}})
 	if run == nil {
 		e.unreserveWorker()
 	}

@@ -371,8 +371,19 @@ func (e *Engine) decision(h *store.Hold, a attempt) (*store.HoldDecideParams, st
 		p.Events = []store.EventAppendParams{transcript.Encode(transcript.HoldApprovedPartial{
 			HoldID: h.ID, RunID: h.RunID, Approvals: approvals, Required: h.RequiredApprovals}, "engine")}
 	default:
+		asDecided := *h
+		asDecided.EditedOutput = p.EditedOutput
+		published := "" // a rejection publishes nothing
+		if p.Status == store.HoldApproved {
+			published = h.Output
+			if p.EditedOutput != nil {
+				published = *p.EditedOutput
+			}
+		}
 		p.Events = []store.EventAppendParams{transcript.Encode(transcript.HoldDecided{
-			HoldID: h.ID, RunID: h.RunID, Status: p.Status, DecidedBy: a.by, DecidedVia: a.via, Comment: a.comment}, "engine")}
+			HoldID: h.ID, RunID: h.RunID, Status: p.Status, DecidedBy: a.by, DecidedVia: a.via, Comment: a.comment,
+			Title: HoldTitle(&asDecided, nil), Command: h.Command, GateLabel: h.GateLabel, Workflow: h.WorkflowName,
+			Owner: h.OwnerUID, Required: h.RequiredApprovals, Published: published, Edited: p.EditedOutput != nil}, "engine")}
 		if o := p.Outcome; o != nil {
 			p.Events = append(p.Events, finishedEvent(&store.Run{ID: h.RunID, Status: o.Status, ErrorKind: o.ErrorKind, Error: o.Error}))
 		}

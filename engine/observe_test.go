@@ -16,6 +16,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/storetest"
 )
 
 func TestTokenBudget(t *testing.T) {
@@ -115,11 +116,25 @@ func attrs(s sdktrace.ReadOnlySpan) map[string]any {
 	return out
 }
 
+// spanEnds signals every span's end (after the recorder before it has it),
+// so a test waits for a span to end instead of polling the recorder.
+type spanEnds chan struct{}
+
+func (s spanEnds) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (s spanEnds) OnEnd(sdktrace.ReadOnlySpan) {
+	select {
+	case s <- struct{}{}:
+	default: // a signal is already waiting
+	}
+}
+func (s spanEnds) Shutdown(context.Context) error   { return nil }
+func (s spanEnds) ForceFlush(context.Context) error { return nil }
+
 func TestTracesFollowTheItem(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	rec, ends := tracetest.NewSpanRecorder(), make(spanEnds, 1)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSpanProcessor(ends))
 	b := setup(t, setupOpts{cfg: Config{Tracer: tp}})
 	doc := strings.Replace(wfDoc("/traced", "**Approval** `hold`"), "## Policy\n", "## Policy\n- **Model** `openai:gpt-test`\n", 1)
 	_, _, err := b.lib.ImportWorkflow(ctx, "", doc)
@@ -142,8 +157,8 @@ func TestTracesFollowTheItem(t *testing.T) {
 	click.End()
 	r = b.waitRun(t, it.ID, EventRunFinished)
 	require.Equal(t, store.RunSucceeded, r.Status, r.Error)
-	require.Eventually(t, func() bool { return len(spansOf(rec, tid)["workflow.run"]) == 2 }, 10*time.Second, 5*time.Millisecond,
-		"the resumed run's span ends once its settle has committed")
+	storetest.Wait(t, func() bool { return len(spansOf(rec, tid)["workflow.run"]) == 2 }, 10*time.Second,
+		[]func() <-chan struct{}{func() <-chan struct{} { return ends }}, "the resumed run's span ends once its settle has committed")
 	h, err = b.db.HoldGetByID(ctx, h.ID)
 	require.NoError(t, err)
 

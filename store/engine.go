@@ -197,8 +197,9 @@ type QueueItemClaimParams struct {
 
 // QueueItemHead is what choosing an item to claim needs of it.
 type QueueItemHead struct {
-	ID      string
-	Command string
+	ID        string
+	Command   string
+	DedupeKey string
 }
 
 // ItemClaim is one item to claim and its run's first transcript events.

@@ -147,6 +147,21 @@ func (b *browser) count(sel string) int {
 	return n
 }
 
+// step runs fn as a subtest of t on this browser, which its helpers then
+// report to; a failed step ends t, whose later steps build on it.
+func (b *browser) step(t *testing.T, name string, fn func(t *testing.T)) {
+	t.Helper()
+	parent := b.t
+	ok := t.Run(name, func(t *testing.T) {
+		b.t = t
+		defer func() { b.t = parent }()
+		fn(t)
+	})
+	if !ok {
+		t.FailNow()
+	}
+}
+
 // eventually polls a JavaScript condition until it is true.
 func (b *browser) eventually(expr, msg string) {
 	b.t.Helper()
@@ -358,163 +373,195 @@ func TestBrowserStewardFlow(t *testing.T) {
 	require.Contains(t, b.text("#failures"), "dispatch")
 	b.check("home")
 
-	// Phone: every nav item is on screen, none scrolled away.
-	b.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
-	hidden, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`[...document.querySelectorAll('.nav a')].filter(a => {
+	b.step(t, "PhoneNav", func(t *testing.T) {
+		// Phone: every nav item is on screen, none scrolled away.
+		b.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+		hidden, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`[...document.querySelectorAll('.nav a')].filter(a => {
 		const r = a.getBoundingClientRect(); return r.width === 0 || r.left < 0 || r.right > window.innerWidth }).length`))
-	require.NoError(t, err)
-	require.Zero(t, hidden, "every nav item is reachable on a phone")
-	b.do(chromedp.EmulateViewport(1280, 800))
+		require.NoError(t, err)
+		require.Zero(t, hidden, "every nav item is reachable on a phone")
+		b.do(chromedp.EmulateViewport(1280, 800))
 
-	// Origin toggles: workflow sessions appear and disappear.
-	b.open("/sessions", "#sessions")
-	require.Zero(t, b.count(`.session-row[data-origin="workflow"]`), "workflow sessions are hidden by default")
-	require.Equal(t, 1, b.count(`.session-row[data-origin="channel"] .badge.slack`))
-	b.check("sessions")
-	b.do(chromedp.Click(chromedp.CSS(`a.toggle[data-origin="workflow"]`)))
-	b.eventually(`document.querySelectorAll('.session-row[data-origin="workflow"]').length === 2`, "workflow sessions appear")
-	require.Contains(t, b.text(`a.toggle[data-origin="workflow"]`), "workflow")
-	require.Contains(t, b.location(), "origin=user%2Cchannel%2Cworkflow", "the choice is kept in the URL")
-	b.check("sessions-with-workflow")
-	b.do(chromedp.Click(chromedp.CSS(`a.toggle[data-origin="workflow"]`)))
-	b.eventually(`document.querySelectorAll('.session-row[data-origin="workflow"]').length === 0 && document.querySelectorAll('.session-row').length === 2`,
-		"workflow sessions disappear, the others stay")
+	})
 
-	// A Slack session: a message arrives live.
-	b.do(chromedp.Click(chromedp.CSS(`a[href="/sessions/`+slack.ID+`"]`)), chromedp.WaitVisible(chromedp.ID("transcript")))
-	require.Contains(t, b.text("#transcript"), "checklist")
-	require.Zero(t, b.count(`textarea[name="text"]`), "a Slack session is answered in Slack")
-	_, err = bd.sess.AppendEvent(ctx, slack.ID, store.EventUserMessage, "slack:U42", map[string]any{"text": "Can we add a rollback step?"})
-	require.NoError(t, err)
-	b.eventually(`document.getElementById('transcript').innerText.includes('Can we add a rollback step?')`, "the new message appears without a reload")
-	b.check("session-slack")
+	b.step(t, "OriginToggles", func(t *testing.T) {
+		// Origin toggles: workflow sessions appear and disappear.
+		b.open("/sessions", "#sessions")
+		require.Zero(t, b.count(`.session-row[data-origin="workflow"]`), "workflow sessions are hidden by default")
+		require.Equal(t, 1, b.count(`.session-row[data-origin="channel"] .badge.slack`))
+		b.check("sessions")
+		b.do(chromedp.Click(chromedp.CSS(`a.toggle[data-origin="workflow"]`)))
+		b.eventually(`document.querySelectorAll('.session-row[data-origin="workflow"]').length === 2`, "workflow sessions appear")
+		require.Contains(t, b.text(`a.toggle[data-origin="workflow"]`), "workflow")
+		require.Contains(t, b.location(), "origin=user%2Cchannel%2Cworkflow", "the choice is kept in the URL")
+		b.check("sessions-with-workflow")
+		b.do(chromedp.Click(chromedp.CSS(`a.toggle[data-origin="workflow"]`)))
+		b.eventually(`document.querySelectorAll('.session-row[data-origin="workflow"]').length === 0 && document.querySelectorAll('.session-row').length === 2`,
+			"workflow sessions disappear, the others stay")
 
-	// A console session: start one, write to it, the reply arrives live.
-	b.open("/sessions", "#sessions")
-	b.do(
-		chromedp.SendKeys(chromedp.ID("new-title"), "Browser chat"),
-		chromedp.Click(chromedp.CSS(`form[action="/sessions"] button`)),
-		chromedp.WaitVisible(chromedp.ID("message")),
-		chromedp.SendKeys(chromedp.ID("message"), "What can you do?"),
-		chromedp.Click(chromedp.CSS(`form.composer button`)),
-		chromedp.WaitVisible(chromedp.ID("transcript")),
-	)
-	b.eventually(`document.querySelectorAll('#transcript .event[data-type="assistant_message"]').length === 1`, "the reply arrives")
-	require.Contains(t, b.text("#transcript"), "What can you do?")
-	b.eventually(`document.getElementById('session-status').innerText.trim() === 'done'`, "the status follows the turn")
-	b.check("session-user")
+	})
 
-	// The workflow session shows the run and its hold card inline.
-	b.open("/sessions/"+item.SessionID, "#transcript")
-	require.Equal(t, 1, b.count(`.event[data-type="hold_opened"] .holdcard`))
-	b.check("session-workflow")
+	b.step(t, "SlackSessionLive", func(t *testing.T) {
+		// A Slack session: a message arrives live.
+		b.do(chromedp.Click(chromedp.CSS(`a[href="/sessions/`+slack.ID+`"]`)), chromedp.WaitVisible(chromedp.ID("transcript")))
+		require.Contains(t, b.text("#transcript"), "checklist")
+		require.Zero(t, b.count(`textarea[name="text"]`), "a Slack session is answered in Slack")
+		_, err = bd.sess.AppendEvent(ctx, slack.ID, store.EventUserMessage, "slack:U42", map[string]any{"text": "Can we add a rollback step?"})
+		require.NoError(t, err)
+		b.eventually(`document.getElementById('transcript').innerText.includes('Can we add a rollback step?')`, "the new message appears without a reload")
+		b.check("session-slack")
 
-	// Holds: a comment typed on one card survives a second hold arriving,
-	// and the counts follow.
-	b.open("/holds", "#open-holds-list")
-	require.Equal(t, 1, b.count(`#open-holds-list article.hold`))
-	require.Contains(t, b.text("#hold-"+hold.ID+" h3"), "Draft: Quarterly otter census", "cards lead with the hold's title")
-	b.check("holds")
-	b.do(chromedp.SendKeys(chromedp.ID("comment-"+hold.ID), "Numbers check out"))
-	_, second := bd.heldRun(t, "slack:U9", "Heron nesting report")
-	b.eventually(`document.querySelectorAll('#open-holds-list article.hold').length === 2`, "the second hold arrives")
-	require.Equal(t, "Numbers check out", b.value("#comment-"+hold.ID), "the comment being typed is still there")
-	b.eventually(`document.getElementById('open-count').innerText.trim() === '2'`, "the heading count says 2")
-	b.eventually(`document.getElementById('nav-holds-count').innerText.trim().startsWith('2')`, "and the nav badge")
-	// Decided elsewhere: the untouched card goes; the one being typed in stays.
-	admin := engine.Decider{UserID: bd.users["admin"].ID, Via: "api"}
-	_, err = bd.eng.Decide(ctx, engine.DecideParams{HoldID: second.ID, Decision: "reject", Comment: "duplicate", Decider: admin})
-	require.NoError(t, err)
-	b.eventually(`document.getElementById('open-count').innerText.trim() === '1' && !document.getElementById('hold-`+second.ID+`')`,
-		"a hold decided elsewhere leaves the queue")
-	_, err = bd.eng.Decide(ctx, engine.DecideParams{HoldID: hold.ID, Decision: "reject", Comment: "too early", Decider: admin})
-	require.NoError(t, err)
-	b.eventually(`document.getElementById('open-count').innerText.trim() === '0'`, "the count follows")
-	require.Equal(t, 1, b.count("#hold-"+hold.ID), "the card being typed in is left alone")
-	require.Equal(t, "Numbers check out", b.value("#comment-"+hold.ID))
+	})
 
-	// Submitting it now is refused (already decided): the answer is a page
-	// that can be reloaded and shows what happened.
-	b.do(chromedp.Click(chromedp.CSS(`#hold-`+hold.ID+` button[value="approve"]`)), chromedp.WaitVisible(chromedp.ID("attempt")))
-	require.Contains(t, b.location(), "/holds/"+hold.ID+"?attempt=")
-	require.Contains(t, b.text("#attempt"), "Your approval was not recorded")
-	require.Contains(t, b.text("#attempt"), "already rejected by admin")
-	b.check("hold-refused")
-	b.do(chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("attempt")))
-	require.Contains(t, b.text("#attempt"), "Your approval was not recorded", "the page reloads with its message")
-	require.NotContains(t, b.text("main"), "Method not allowed")
+	b.step(t, "ConsoleSessionLive", func(t *testing.T) {
+		// A console session: start one, write to it, the reply arrives live.
+		b.open("/sessions", "#sessions")
+		b.do(
+			chromedp.SendKeys(chromedp.ID("new-title"), "Browser chat"),
+			chromedp.Click(chromedp.CSS(`form[action="/sessions"] button`)),
+			chromedp.WaitVisible(chromedp.ID("message")),
+			chromedp.SendKeys(chromedp.ID("message"), "What can you do?"),
+			chromedp.Click(chromedp.CSS(`form.composer button`)),
+			chromedp.WaitVisible(chromedp.ID("transcript")),
+		)
+		b.eventually(`document.querySelectorAll('#transcript .event[data-type="assistant_message"]').length === 1`, "the reply arrives")
+		require.Contains(t, b.text("#transcript"), "What can you do?")
+		b.eventually(`document.getElementById('session-status').innerText.trim() === 'done'`, "the status follows the turn")
+		b.check("session-user")
 
-	// An edited approval: the hold page shows the diff and the edit's guards.
-	_, third := bd.heldRun(t, "slack:U9", "Kingfisher survey")
-	b.open("/holds/"+third.ID, "#hold-"+third.ID)
-	b.check("hold")
-	b.do(
-		chromedp.Click(chromedp.CSS(`#hold-`+third.ID+` details.edit summary`)),
-		chromedp.WaitVisible(chromedp.ID("output-"+third.ID)),
-		chromedp.SetValue(chromedp.ID("output-"+third.ID), "# Kingfishers by the weir\n\nSeven pairs this spring."),
-		chromedp.SendKeys(chromedp.ID("comment-"+third.ID), "Tightened"),
-		chromedp.Click(chromedp.CSS(`#hold-`+third.ID+` button[value="approve"]`)),
-		chromedp.WaitVisible(chromedp.ID("run-status")),
-	)
-	b.eventually(`document.getElementById('run-status').innerText.trim() === 'succeeded'`, "the run page shows the run finish")
-	require.Contains(t, b.text("#dispatch"), "Kingfishers by the weir")
-	require.Contains(t, b.text("#run-lead"), "approved by steward with edits")
-	b.check("run")
-	b.open("/holds/"+third.ID, "#diff")
-	dels, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#diff del')].map(e => e.innerText)`))
-	require.NoError(t, err)
-	ins, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#diff ins')].map(e => e.innerText)`))
-	require.NoError(t, err)
-	require.Contains(t, strings.Join(dels, "\n"), "# Draft: Kingfisher survey", "the run's lines are shown removed")
-	require.Contains(t, strings.Join(ins, "\n"), "# Kingfishers by the weir", "the published lines added")
-	require.Contains(t, strings.Join(ins, "\n"), "Seven pairs this spring.")
-	require.Contains(t, b.text("#edited-guards"), "min_chars")
-	b.check("hold-edited")
+	})
 
-	// Re-run a failed run: a new item, and the browser lands on its run.
-	b.open("/runs/"+failed.ID, "#run-lead")
-	require.Contains(t, b.text("#run-lead"), "Failed at step 4 (output)")
-	b.check("run-failed")
-	b.do(chromedp.Click(chromedp.CSS(`form[action="/runs/` + failed.ID + `/rerun"] button`)))
-	b.eventually(`location.pathname.startsWith('/runs/') && !location.pathname.endsWith('`+failed.ID+`') && !!document.getElementById('run-live')`,
-		"the browser lands on the new run")
-	require.Contains(t, b.text("main"), "Re-run of "+failed.ID+" queued")
-	rerunRun := strings.TrimPrefix(b.location(), bd.srv.URL+"/runs/")
-	it, err := bd.db.QueueItemGetByID(ctx, store.ItemIDForRun(rerunRun))
-	require.NoError(t, err, "Re-run made a new item")
-	require.Equal(t, "rerun:"+failed.ID+":1", it.DedupeKey)
-	b.eventually(`document.getElementById('run-status').innerText.trim() === 'failed'`, "the re-run runs (and fails the same way)")
+	b.step(t, "WorkflowSession", func(t *testing.T) {
+		// The workflow session shows the run and its hold card inline.
+		b.open("/sessions/"+item.SessionID, "#transcript")
+		require.Equal(t, 1, b.count(`.event[data-type="hold_opened"] .holdcard`))
+		b.check("session-workflow")
 
-	b.open("/edges", "#edges")
-	b.check("edges")
-	b.open("/runs", "#runs")
-	b.check("runs")
-	b.do(chromedp.SendKeys(chromedp.ID("rq"), "kingfisher"), chromedp.Submit(chromedp.ID("rq")))
-	b.eventually(`location.search.includes('q=kingfisher') && document.querySelectorAll('#runs .row.runs:not(.head)').length === 3`,
-		"the text filter keeps the kingfisher runs")
-	b.check("runs-filtered")
-	b.open("/memos", "#memos")
-	b.do(chromedp.Click(chromedp.CSS(`#memos a.title`)), chromedp.WaitVisible(chromedp.ID("memo-body")))
-	b.check("memo-published")
+	})
 
-	// A viewer sees no decision controls, and why.
-	_, fourth := bd.heldRun(t, "slack:U9", "Otter holts")
-	b.signOut()
-	b.signIn("viewer", "/holds/"+fourth.ID)
-	b.do(chromedp.WaitVisible(chromedp.ID("hold-" + fourth.ID)))
-	require.Zero(t, b.count(`button[name="decision"]`), "a viewer never sees decide buttons")
-	require.Zero(t, b.count(`form.decide`))
-	require.Contains(t, b.text("#hold-"+fourth.ID+" .why"), "viewer is not a steward")
-	b.check("hold-viewer")
-	landed, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`fetch('/holds/`+fourth.ID+`/decision', {method: 'POST',
+	b.step(t, "HoldsQueueLive", func(t *testing.T) {
+		// Holds: a comment typed on one card survives a second hold arriving,
+		// and the counts follow.
+		b.open("/holds", "#open-holds-list")
+		require.Equal(t, 1, b.count(`#open-holds-list article.hold`))
+		require.Contains(t, b.text("#hold-"+hold.ID+" h3"), "Draft: Quarterly otter census", "cards lead with the hold's title")
+		b.check("holds")
+		b.do(chromedp.SendKeys(chromedp.ID("comment-"+hold.ID), "Numbers check out"))
+		_, second := bd.heldRun(t, "slack:U9", "Heron nesting report")
+		b.eventually(`document.querySelectorAll('#open-holds-list article.hold').length === 2`, "the second hold arrives")
+		require.Equal(t, "Numbers check out", b.value("#comment-"+hold.ID), "the comment being typed is still there")
+		b.eventually(`document.getElementById('open-count').innerText.trim() === '2'`, "the heading count says 2")
+		b.eventually(`document.getElementById('nav-holds-count').innerText.trim().startsWith('2')`, "and the nav badge")
+		// Decided elsewhere: the untouched card goes; the one being typed in stays.
+		admin := engine.Decider{UserID: bd.users["admin"].ID, Via: "api"}
+		_, err = bd.eng.Decide(ctx, engine.DecideParams{HoldID: second.ID, Decision: "reject", Comment: "duplicate", Decider: admin})
+		require.NoError(t, err)
+		b.eventually(`document.getElementById('open-count').innerText.trim() === '1' && !document.getElementById('hold-`+second.ID+`')`,
+			"a hold decided elsewhere leaves the queue")
+		_, err = bd.eng.Decide(ctx, engine.DecideParams{HoldID: hold.ID, Decision: "reject", Comment: "too early", Decider: admin})
+		require.NoError(t, err)
+		b.eventually(`document.getElementById('open-count').innerText.trim() === '0'`, "the count follows")
+		require.Equal(t, 1, b.count("#hold-"+hold.ID), "the card being typed in is left alone")
+		require.Equal(t, "Numbers check out", b.value("#comment-"+hold.ID))
+
+	})
+
+	b.step(t, "RefusedSubmission", func(t *testing.T) {
+		// Submitting it now is refused (already decided): the answer is a page
+		// that can be reloaded and shows what happened.
+		b.do(chromedp.Click(chromedp.CSS(`#hold-`+hold.ID+` button[value="approve"]`)), chromedp.WaitVisible(chromedp.ID("attempt")))
+		require.Contains(t, b.location(), "/holds/"+hold.ID+"?attempt=")
+		require.Contains(t, b.text("#attempt"), "Your approval was not recorded")
+		require.Contains(t, b.text("#attempt"), "already rejected by admin")
+		b.check("hold-refused")
+		b.do(chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("attempt")))
+		require.Contains(t, b.text("#attempt"), "Your approval was not recorded", "the page reloads with its message")
+		require.NotContains(t, b.text("main"), "Method not allowed")
+
+	})
+
+	b.step(t, "EditedApproval", func(t *testing.T) {
+		// An edited approval: the hold page shows the diff and the edit's guards.
+		_, third := bd.heldRun(t, "slack:U9", "Kingfisher survey")
+		b.open("/holds/"+third.ID, "#hold-"+third.ID)
+		b.check("hold")
+		b.do(
+			chromedp.Click(chromedp.CSS(`#hold-`+third.ID+` details.edit summary`)),
+			chromedp.WaitVisible(chromedp.ID("output-"+third.ID)),
+			chromedp.SetValue(chromedp.ID("output-"+third.ID), "# Kingfishers by the weir\n\nSeven pairs this spring."),
+			chromedp.SendKeys(chromedp.ID("comment-"+third.ID), "Tightened"),
+			chromedp.Click(chromedp.CSS(`#hold-`+third.ID+` button[value="approve"]`)),
+			chromedp.WaitVisible(chromedp.ID("run-status")),
+		)
+		b.eventually(`document.getElementById('run-status').innerText.trim() === 'succeeded'`, "the run page shows the run finish")
+		require.Contains(t, b.text("#dispatch"), "Kingfishers by the weir")
+		require.Contains(t, b.text("#run-lead"), "approved by steward with edits")
+		b.check("run")
+		b.open("/holds/"+third.ID, "#diff")
+		dels, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#diff del')].map(e => e.innerText)`))
+		require.NoError(t, err)
+		ins, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#diff ins')].map(e => e.innerText)`))
+		require.NoError(t, err)
+		require.Contains(t, strings.Join(dels, "\n"), "# Draft: Kingfisher survey", "the run's lines are shown removed")
+		require.Contains(t, strings.Join(ins, "\n"), "# Kingfishers by the weir", "the published lines added")
+		require.Contains(t, strings.Join(ins, "\n"), "Seven pairs this spring.")
+		require.Contains(t, b.text("#edited-guards"), "min_chars")
+		b.check("hold-edited")
+
+	})
+
+	b.step(t, "Rerun", func(t *testing.T) {
+		// Re-run a failed run: a new item, and the browser lands on its run.
+		b.open("/runs/"+failed.ID, "#run-lead")
+		require.Contains(t, b.text("#run-lead"), "Failed at step 4 (output)")
+		b.check("run-failed")
+		b.do(chromedp.Click(chromedp.CSS(`form[action="/runs/` + failed.ID + `/rerun"] button`)))
+		b.eventually(`location.pathname.startsWith('/runs/') && !location.pathname.endsWith('`+failed.ID+`') && !!document.getElementById('run-live')`,
+			"the browser lands on the new run")
+		require.Contains(t, b.text("main"), "Re-run of "+failed.ID+" queued")
+		rerunRun := strings.TrimPrefix(b.location(), bd.srv.URL+"/runs/")
+		it, err := bd.db.QueueItemGetByID(ctx, store.ItemIDForRun(rerunRun))
+		require.NoError(t, err, "Re-run made a new item")
+		require.Equal(t, "rerun:"+failed.ID+":1", it.DedupeKey)
+		b.eventually(`document.getElementById('run-status').innerText.trim() === 'failed'`, "the re-run runs (and fails the same way)")
+
+	})
+
+	b.step(t, "Pages", func(t *testing.T) {
+		b.open("/edges", "#edges")
+		b.check("edges")
+		b.open("/runs", "#runs")
+		b.check("runs")
+		b.do(chromedp.SendKeys(chromedp.ID("rq"), "kingfisher"), chromedp.Submit(chromedp.ID("rq")))
+		b.eventually(`location.search.includes('q=kingfisher') && document.querySelectorAll('#runs .row.runs:not(.head)').length === 3`,
+			"the text filter keeps the kingfisher runs")
+		b.check("runs-filtered")
+		b.open("/memos", "#memos")
+		b.do(chromedp.Click(chromedp.CSS(`#memos a.title`)), chromedp.WaitVisible(chromedp.ID("memo-body")))
+		b.check("memo-published")
+
+	})
+
+	b.step(t, "Viewer", func(t *testing.T) {
+		// A viewer sees no decision controls, and why.
+		_, fourth := bd.heldRun(t, "slack:U9", "Otter holts")
+		b.signOut()
+		b.signIn("viewer", "/holds/"+fourth.ID)
+		b.do(chromedp.WaitVisible(chromedp.ID("hold-" + fourth.ID)))
+		require.Zero(t, b.count(`button[name="decision"]`), "a viewer never sees decide buttons")
+		require.Zero(t, b.count(`form.decide`))
+		require.Contains(t, b.text("#hold-"+fourth.ID+" .why"), "viewer is not a steward")
+		b.check("hold-viewer")
+		landed, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`fetch('/holds/`+fourth.ID+`/decision', {method: 'POST',
 		headers: {'Content-Type': 'application/x-www-form-urlencoded'},
 		body: 'decision=approve&csrf_token=' + encodeURIComponent(document.querySelector('meta[name="csrf-token"]').content)}).then(r => r.url)`,
-		chromedp.EvalAwaitPromise))
-	require.NoError(t, err)
-	require.Contains(t, landed, "/holds/"+fourth.ID+"?attempt=", "the refused attempt lands on the hold page")
-	h, err := bd.db.HoldGetByID(ctx, fourth.ID)
-	require.NoError(t, err)
-	require.Equal(t, store.HoldOpen, h.Status, "the viewer's attempt changed nothing")
-	b.open("/", "#decidable")
-	b.check("home-viewer")
+			chromedp.EvalAwaitPromise))
+		require.NoError(t, err)
+		require.Contains(t, landed, "/holds/"+fourth.ID+"?attempt=", "the refused attempt lands on the hold page")
+		h, err := bd.db.HoldGetByID(ctx, fourth.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.HoldOpen, h.Status, "the viewer's attempt changed nothing")
+		b.open("/", "#decidable")
+		b.check("home-viewer")
+	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 	"github.com/holdfast-bot/holdfast/templates"
 )
 
@@ -215,7 +216,8 @@ func (c *Console) sessionCreate(w http.ResponseWriter, r *http.Request) {
 	// saying who opened it.
 	s, err := c.Sessions.Create(r.Context(), sessions.CreateParams{Title: title,
 		Source: sessions.Source{Via: sessions.ViaConsole, UserID: id.UserID, Username: id.Username},
-		Events: []*store.EventAppendParams{{Type: store.EventContext, Actor: actorOf(r), Payload: map[string]any{"openedBy": id.Username, "via": "console"}}}})
+		Events: []*store.EventAppendParams{transcript.EncodePtr(transcript.Context{Fields: map[string]any{"openedBy": id.Username, "via": "console"}},
+			actorOf(r))}})
 	if err != nil {
 		c.sessionFail(w, r, "/sessions", err)
 		return
@@ -387,82 +389,85 @@ func (c *Console) eventView(ctx context.Context, e *store.Event, names map[strin
 	if n, ok := names[actor]; ok {
 		actor = n
 	}
-	if sp := str(e.Payload, "speaker"); sp != "" {
-		actor = sp // the display name recorded with the message (SPEC §3)
+	te := transcript.Read(ctx, c.Log, e)
+	if _, said, _, _ := transcript.MessageOf(e); said.Speaker != "" {
+		actor = said.Speaker // the display name recorded with the message (SPEC §3)
 	}
 	v := templates.EventView{ID: e.ID, Type: e.Type, Kind: "system", Actor: actor, When: c.ago(e.TS),
 		TS: e.TS.UTC().Format(time.RFC3339Nano), CanFork: canFork, ForkURL: "/sessions/" + e.SessionID + "/fork", CSRF: csrf}
 	p := e.Payload
 	runLink := func() {
-		if id := str(p, "runId"); id != "" {
+		if id := transcript.RunOf(te); id != "" {
 			v.Links = append(v.Links, templates.Link{Label: "Open run", URL: runURL(id)})
 		}
 	}
-	switch e.Type {
-	case store.EventUserMessage:
-		v.Kind, v.Text = "message", str(p, "text")
-	case store.EventAssistantMessage:
-		v.Kind, v.HTML = "message", renderMarkdown(str(p, "text"))
+	switch ev := te.(type) {
+	case transcript.UserMessage:
+		v.Kind, v.Text = "message", ev.Text
+	case transcript.AssistantMessage:
+		v.Kind, v.HTML = "message", renderMarkdown(ev.Text)
 		runLink()
-	case store.EventCommand:
-		v.Text = "Command " + str(p, "command")
-	case store.EventPolicySet:
-		v.Text = "Posture set to " + str(p, "policy")
-	case store.EventCompactSummary:
+	case transcript.Command:
+		v.Text = "Command " + ev.Command
+	case transcript.PolicySet:
+		v.Text = "Posture set to " + ev.Policy
+	case transcript.CompactSummary:
 		v.Text = "Summary of the conversation so far:"
-		v.HTML = renderMarkdown(str(p, "text"))
-	case store.EventActionPlan:
+		v.HTML = renderMarkdown(ev.Text)
+	case transcript.ActionPlan:
 		var b strings.Builder
-		if steps, ok := p["steps"].([]any); ok {
-			for i, s := range steps {
-				m, _ := s.(map[string]any)
-				fmt.Fprintf(&b, "%d. **%s** %s\n", i+1, str(m, "title"), str(m, "description"))
-			}
+		for i, s := range ev.Steps {
+			fmt.Fprintf(&b, "%d. **%s** %s\n", i+1, s.Title, s.Description)
 		}
 		v.Text, v.HTML = "Plan", renderMarkdown(b.String())
-	case store.EventToolResult:
+	case transcript.ToolResult:
 		// A chat turn's tool call and its result (SPEC §3).
-		v.Text = "Tool " + str(p, "tool_id")
-		for _, k := range []string{"tool_input", "result"} {
-			b, _ := json.Marshal(p[k])
-			v.Fields = append(v.Fields, [2]string{k, string(b)})
+		v.Text = "Tool " + ev.ToolID
+		for _, f := range []struct {
+			k string
+			v map[string]any
+		}{{"tool_input", ev.ToolInput}, {"result", ev.Result}} {
+			b, _ := json.Marshal(f.v)
+			v.Fields = append(v.Fields, [2]string{f.k, string(b)})
 		}
-	case "run_started":
-		v.Text = "Run started: " + str(p, "command")
+	case transcript.RunStarted:
+		v.Text = "Run started: " + ev.Command
 		runLink()
-	case "run_step":
-		v.Text = fmt.Sprintf("Step %s %s: %s", str(p, "step"), str(p, "kind"), str(p, "status"))
-	case "hold_opened":
+	case transcript.RunStep:
+		v.Text = fmt.Sprintf("Step %d %s: %s", ev.Step, ev.Kind, ev.Status)
+	case transcript.HoldOpened:
 		v.Kind = "hold"
-		card := &templates.HoldCard{URL: holdURL(str(p, "holdId")), Command: str(p, "command"), GateLabel: str(p, "gateLabel"),
-			Status: "open", Preview: renderMarkdown(str(p, "preview"))}
+		card := &templates.HoldCard{URL: holdURL(ev.HoldID), Command: ev.Command, GateLabel: ev.GateLabel,
+			Status: "open", Preview: renderMarkdown(ev.Preview)}
 		if card.GateLabel == "" {
 			card.GateLabel = "Hold"
 		}
-		c.holdCardStatus(ctx, card, str(p, "holdId"))
+		c.holdCardStatus(ctx, card, ev.HoldID)
 		v.Hold = card
 		runLink()
-	case "hold_decided":
-		v.Text = fmt.Sprintf("Hold %s by %s via %s", str(p, "status"), str(p, "decidedBy"), str(p, "decidedVia"))
-		if cm := str(p, "comment"); cm != "" {
-			v.Text += ": “" + cm + "”"
+	case transcript.HoldDecided:
+		v.Text = fmt.Sprintf("Hold %s by %s via %s", ev.Status, ev.DecidedBy, ev.DecidedVia)
+		if ev.Comment != "" {
+			v.Text += ": “" + ev.Comment + "”"
 		}
-		if id := str(p, "holdId"); id != "" {
-			v.Links = append(v.Links, templates.Link{Label: "Hold", URL: holdURL(id)})
+		if ev.HoldID != "" {
+			v.Links = append(v.Links, templates.Link{Label: "Hold", URL: holdURL(ev.HoldID)})
 		}
-	case "memo_dispatched":
-		v.Text = "Memo published: " + str(p, "title")
-		if id := str(p, "memoId"); id != "" {
-			v.Links = append(v.Links, templates.Link{Label: "Open memo", URL: memoURL(id)})
+	case transcript.MemoDispatched:
+		v.Text = "Memo published: " + ev.Title
+		if ev.MemoID != "" {
+			v.Links = append(v.Links, templates.Link{Label: "Open memo", URL: memoURL(ev.MemoID)})
 		}
 		runLink()
-	case "run_finished":
-		v.Text = "Run " + str(p, "status")
-		if k := str(p, "errorKind"); k != "" {
-			v.Text += " (" + k + "): " + str(p, "error")
+	case transcript.RunFinished:
+		v.Text = "Run " + ev.Status
+		if ev.ErrorKind != "" {
+			v.Text += " (" + ev.ErrorKind + "): " + ev.Error
 		}
 		runLink()
 	default:
+		// Context, reminders, partial approvals and types this version
+		// does not know: their keys as written.
 		keys := make([]string, 0, len(p))
 		for k := range p {
 			keys = append(keys, k)

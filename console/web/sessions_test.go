@@ -14,6 +14,7 @@ import (
 
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/storetest"
 )
 
 func TestSessionsListing(t *testing.T) {
@@ -98,11 +99,11 @@ func TestSessionPageAndActions(t *testing.T) {
 
 	status, _, _ = steward.post(path+"/messages", url.Values{"text": {"hello holdfast"}})
 	require.Equal(t, http.StatusSeeOther, status)
-	require.Eventually(t, func() bool {
+	storetest.Until(t, b.db, func() bool {
 		evs, err := b.sess.Events(ctx, id, time.Time{}, 100)
 		require.NoError(t, err)
 		return len(evs) > 0 && evs[len(evs)-1].Type == store.EventAssistantMessage
-	}, 10*time.Second, 20*time.Millisecond, "the chat turn answers")
+	}, 10*time.Second, "the chat turn answers")
 	_, page = steward.get(path)
 	require.Contains(t, page, "hello holdfast")
 
@@ -269,4 +270,24 @@ func TestTranscriptShowsSpeakersAndToolCalls(t *testing.T) {
 	require.Contains(t, page, "Tool search_memos")
 	require.Contains(t, page, "tag:brief since:7d")
 	require.Contains(t, page, "Otter census brief")
+}
+
+// TestTranscriptShowsWronglyShapedEvents: an event whose payload has a
+// value of the wrong type is shown with that field empty and the rest as
+// written, never dropped (as the untyped readers showed it).
+func TestTranscriptShowsWronglyShapedEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	s := b.session(t, "Odd rows", "", sessions.ViaConsole)
+	_, err := b.sess.AppendEvent(ctx, s.ID, "hold_decided", "engine", map[string]any{"holdId": "hld_odd", "status": "approved",
+		"decidedBy": "ada", "decidedVia": "console", "comment": 5})
+	require.NoError(t, err)
+	_, err = b.sess.AppendEvent(ctx, s.ID, store.EventUserMessage, "slack:U1", map[string]any{"text": "still here", "speaker": []any{"x"}})
+	require.NoError(t, err)
+	c := b.signedIn(t, "viewer")
+	_, page := c.get("/sessions/" + s.ID)
+	require.Contains(t, page, "Hold approved by ada via console")
+	require.Contains(t, page, "/holds/hld_odd")
+	require.Contains(t, page, "still here")
 }

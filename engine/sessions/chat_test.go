@@ -12,6 +12,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/storetest"
 )
 
 func TestOpenAITurnCallsToolsAndEnqueues(t *testing.T) {
@@ -34,10 +35,10 @@ func TestOpenAITurnCallsToolsAndEnqueues(t *testing.T) {
 
 	res, err := b.svc.Message(ctx, ses.ID, "Please draft a memo about otters in winter", engine.Decider{SlackUserID: "U1", Via: "slack"}, true)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	storetest.Until(t, b.db, func() bool { // the turn settles with its reply
 		got, err := b.svc.GetByID(ctx, ses.ID)
 		return err == nil && got.Status == store.SessionDone
-	}, 10*time.Second, 5*time.Millisecond)
+	}, 10*time.Second)
 
 	enq, _ := b.eng.snapshot()
 	require.Len(t, enq, 1)

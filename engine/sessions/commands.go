@@ -11,6 +11,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // The core commands, the same on every interface (seed 003). Interface
@@ -66,7 +67,7 @@ func (s *Service) Command(ctx context.Context, id, command string, by engine.Dec
 }
 
 func commandEvent(cmd, actor string) *store.EventAppendParams {
-	return &store.EventAppendParams{Type: store.EventCommand, Actor: actor, Payload: map[string]any{"command": cmd, "by": actor}}
+	return transcript.EncodePtr(transcript.Command{Command: cmd, By: actor}, actor)
 }
 
 // terminate refuses, changing nothing, a caller who may not cancel the
@@ -172,13 +173,12 @@ func (s *Service) compact(ctx context.Context, id, actor string) (*CommandResult
 		}
 	}
 	text := s.summarise(ctx, id, evs, prev)
-	payload := map[string]any{"text": text, "eventCount": len(evs)}
+	summary := transcript.CompactSummary{Text: text, EventCount: len(evs)}
 	if len(evs) > 0 {
-		payload["throughEventId"] = evs[len(evs)-1].ID
+		summary.ThroughEventID = evs[len(evs)-1].ID
 	}
 	ses, out, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id, Events: []*store.EventAppendParams{
-		commandEvent(CmdCompact, actor),
-		{Type: store.EventCompactSummary, Actor: "holdfast", Payload: payload},
+		commandEvent(CmdCompact, actor), transcript.EncodePtr(summary, "holdfast"),
 	}})
 	if err != nil {
 		return nil, err
@@ -214,8 +214,8 @@ func digest(evs []*store.Event, prev string) string {
 	lastAsk := ""
 	for _, e := range evs {
 		counts[e.Type]++
-		if e.Type == store.EventUserMessage {
-			lastAsk, _ = e.Payload["text"].(string)
+		if text, _, ok, _ := transcript.MessageOf(e); ok && e.Type == transcript.TypeUserMessage {
+			lastAsk = text // a wrongly typed text reads as none
 		}
 	}
 	var b strings.Builder
@@ -223,7 +223,8 @@ func digest(evs []*store.Event, prev string) string {
 		b.WriteString(prev + " Since then: ")
 	}
 	fmt.Fprintf(&b, "%d events: %d user messages, %d replies, %d tool calls, %d runs finished.",
-		len(evs), counts[store.EventUserMessage], counts[store.EventAssistantMessage], counts[store.EventToolResult], counts["run_finished"])
+		len(evs), counts[transcript.TypeUserMessage], counts[transcript.TypeAssistantMessage], counts[transcript.TypeToolResult],
+		counts[transcript.TypeRunFinished])
 	if lastAsk != "" {
 		fmt.Fprintf(&b, " Last request: %q.", truncate(lastAsk, 200))
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
+	"github.com/holdfast-bot/holdfast/store/storetest"
 )
 
 // process is one Holdfast process on a shared database: its own store
@@ -112,10 +113,10 @@ func TestCancelAcrossProcesses(t *testing.T) {
 		cmd, err := b.svc.Command(ctx, ses.ID, sessions.CmdTerminate, ada)
 		require.NoError(t, err)
 		require.Equal(t, 1, cmd.CancelledRuns)
-		require.Eventually(t, func() bool {
+		storetest.Until(t, a.db, func() bool { // a settles the run with its run_finished line
 			r, err := b.db.RunGetByID(ctx, store.RunIDForItem(it.ID))
 			return err == nil && r.Status == store.RunCancelled
-		}, 10*time.Second, 5*time.Millisecond, "the run on the other process settles cancelled")
+		}, 10*time.Second, "the run on the other process settles cancelled")
 		r, err := b.db.RunGetByID(ctx, store.RunIDForItem(it.ID))
 		require.NoError(t, err)
 		require.Equal(t, "a", r.RunnerID)

@@ -18,6 +18,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 func invalidf(format string, args ...any) error {
@@ -186,7 +187,7 @@ func (s *Service) CreateAgent(ctx context.Context, purpose string, src Source) (
 	}
 	src.Agent = true
 	return s.Create(ctx, CreateParams{Title: purpose, Context: map[string]any{"purpose": purpose}, Source: src,
-		Events: []*store.EventAppendParams{{Type: store.EventContext, Actor: "agent", Payload: map[string]any{"purpose": purpose}}}})
+		Events: []*store.EventAppendParams{transcript.EncodePtr(transcript.Context{Fields: map[string]any{"purpose": purpose}}, "agent")}})
 }
 
 // GetByID reads a session.
@@ -411,7 +412,7 @@ func (s *Service) SetPolicy(ctx context.Context, id, policy string, by engine.De
 		}
 	}
 	ses, _, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id, Policy: &p,
-		Events: []*store.EventAppendParams{{Type: store.EventPolicySet, Actor: by.UID(), Payload: map[string]any{"policy": p}}}})
+		Events: []*store.EventAppendParams{transcript.EncodePtr(transcript.PolicySet{Policy: p}, by.UID())}})
 	if err != nil {
 		return nil, err
 	}
@@ -433,7 +434,7 @@ func NormalizePolicy(p string) string {
 // is the newest policy_set at or before it, else the one the session
 // started with.
 func (s *Service) policyAt(ctx context.Context, src *store.Session, ts time.Time) (string, error) {
-	evs, err := s.st.EventList(ctx, &store.EventListParams{SessionID: src.ID, Types: []string{store.EventPolicySet},
+	evs, err := s.st.EventList(ctx, &store.EventListParams{SessionID: src.ID, Types: []string{transcript.TypePolicySet},
 		Until: ts, Newest: true, Limit: 1})
 	if err != nil {
 		return "", err
@@ -441,8 +442,8 @@ func (s *Service) policyAt(ctx context.Context, src *store.Session, ts time.Time
 	if len(evs) == 0 {
 		return NormalizePolicy(src.BasePolicy), nil
 	}
-	p, _ := evs[0].Payload["policy"].(string)
-	return NormalizePolicy(p), nil
+	set, _ := transcript.Read(ctx, s.log, evs[0]).(transcript.PolicySet) // unreadable: manual, as an unknown posture
+	return NormalizePolicy(set.Policy), nil
 }
 
 // strictness orders postures by how much they hold.
@@ -500,7 +501,7 @@ func (s *Service) AppendEvent(ctx context.Context, id, typ, actor string, payloa
 	if strings.TrimSpace(typ) == "" {
 		return nil, invalidf("event type is required")
 	}
-	if typ == store.EventPolicySet {
+	if typ == transcript.TypePolicySet {
 		return nil, invalidf("set the posture with SetPolicy")
 	}
 	return s.st.EventAppend(ctx, &store.EventAppendParams{SessionID: id, Type: typ, Actor: actor, Payload: payload})

@@ -454,7 +454,7 @@ func TestRecoverSettlesTurnsLostInARestart(t *testing.T) {
 		}
 		got, err := b.svc.GetByID(ctx, ses.ID)
 		return err == nil && got.ActiveRunID == ""
-	}, 10*time.Second, 5*time.Millisecond, "once its heartbeat is stale it is settled")
+	}, 10*time.Second, 20*time.Millisecond, "once its heartbeat is stale it is settled") // waits on the clock: turnStale
 	got, err = b.svc.GetByID(ctx, ses.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.SessionFailed, got.Status)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/holdfast-bot/holdfast/engine"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/holdfast-bot/holdfast/engine/model"
@@ -128,12 +129,13 @@ type MessageResult struct {
 // is answered in the transcript (see commandMessage). A second message while
 // a turn runs is refused (ErrConflict) and changes nothing.
 func (s *Service) Message(ctx context.Context, id, text string, by engine.Decider, background bool) (*MessageResult, error) {
-	return s.MessageWith(ctx, id, text, nil, by, background)
+	return s.MessageWith(ctx, id, text, transcript.UserMessage{}, by, background)
 }
 
-// MessageWith is Message with more fields for the user_message's payload
-// (a Slack message's raw text, its user and ts); "text" is always text.
-func (s *Service) MessageWith(ctx context.Context, id, text string, extra map[string]any, by engine.Decider, background bool) (*MessageResult, error) {
+// MessageWith is Message with more of the user_message recorded (a Slack
+// message's raw text, its user and ts); its text is always text, and its
+// speaker the caller's name when the caller has one.
+func (s *Service) MessageWith(ctx context.Context, id, text string, said transcript.UserMessage, by engine.Decider, background bool) (*MessageResult, error) {
 	text = strings.TrimSpace(text)
 	if text == "" {
 		return nil, invalidf("text is required")
@@ -202,13 +204,13 @@ func (s *Service) MessageWith(ctx context.Context, id, text string, extra map[st
 		name := firstLine(text, 80)
 		title = &name
 	}
-	said := messagePayload(text, extra)
+	said.Text = text
 	if sp := speakerOf(by); sp != "" {
-		said[thread.KeySpeaker] = sp
+		said.Speaker = sp
 	}
 	ses, evs, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id, ExpectActiveRunID: &stale,
 		ActiveRunID: &t.id, Status: &running, DoneReason: &empty, Title: title,
-		Events: []*store.EventAppendParams{{Type: store.EventUserMessage, Actor: actor, Payload: said}}})
+		Events: []*store.EventAppendParams{transcript.EncodePtr(said, actor)}})
 	if err != nil {
 		s.release(id, t)
 		cancel(nil)
@@ -255,15 +257,6 @@ func speakerOf(by engine.Decider) string {
 	return ""
 }
 
-func messagePayload(text string, extra map[string]any) map[string]any {
-	p := make(map[string]any, len(extra)+1)
-	for k, v := range extra {
-		p[k] = v
-	}
-	p["text"] = text
-	return p
-}
-
 // commandMessage runs a core command typed as a message and answers it in
 // the transcript, as a mention's command is answered in its Slack thread: the
 // command event says who asked (Command records it for /terminate and
@@ -275,8 +268,7 @@ func (s *Service) commandMessage(ctx context.Context, id, cmd string, by engine.
 	if err != nil {
 		return nil, err
 	}
-	answer := &store.EventAppendParams{Type: store.EventAssistantMessage, Actor: "holdfast",
-		Payload: map[string]any{"text": CommandAnswer(res), "command": cmd}}
+	answer := transcript.EncodePtr(transcript.AssistantMessage{Text: CommandAnswer(res), Command: cmd}, "holdfast")
 	events := []*store.EventAppendParams{answer}
 	if cmd == CmdStatus {
 		events = append([]*store.EventAppendParams{commandEvent(cmd, by.UID())}, events...)
@@ -311,11 +303,11 @@ func CommandAnswer(res *CommandResult) string {
 	case CmdCompact:
 		n := 0
 		if res.Summary != nil {
-			switch v := res.Summary.Payload["eventCount"].(type) {
-			case int:
-				n = v
-			case float64: // read back from JSON
-				n = int(v)
+			// The summary was just written here: a decode error (a field
+			// left zero) cannot come from its shape.
+			ev, _ := transcript.Decode(res.Summary)
+			if c, ok := ev.(transcript.CompactSummary); ok {
+				n = c.EventCount
 			}
 		}
 		return fmt.Sprintf("Compacted %s into the summary above; later replies start from it.", plural(n, "event"))
@@ -386,14 +378,13 @@ func (s *Service) settle(tctx context.Context, log *slog.Logger, id string, t *t
 		status, reason = store.SessionCancelled, context.Cause(tctx).Error()
 	case err != nil:
 		status, reason = store.SessionFailed, truncate(err.Error(), 300)
-		events = append(events, &store.EventAppendParams{Type: store.EventAssistantMessage, Actor: "holdfast",
-			Payload: map[string]any{"text": "Sorry, I could not answer: " + reason, "error": true}})
+		events = append(events, transcript.EncodePtr(transcript.AssistantMessage{Text: "Sorry, I could not answer: " + reason, Error: true},
+			"holdfast"))
 	default:
 		if strings.TrimSpace(reply) == "" {
 			reply = "(no reply)"
 		}
-		events = append(events, &store.EventAppendParams{Type: store.EventAssistantMessage, Actor: "holdfast",
-			Payload: map[string]any{"text": reply}})
+		events = append(events, transcript.EncodePtr(transcript.AssistantMessage{Text: reply}, "holdfast"))
 	}
 	none := ""
 	_, evs, uerr := s.st.SessionUpdate(context.WithoutCancel(tctx), &store.SessionUpdateParams{ID: id,
@@ -691,11 +682,9 @@ func orEmpty(args string) string {
 // recordTool appends the tool_result event (SPEC §3: tool_id, operation,
 // tool_input) with the call id and the result.
 func (s *Service) recordTool(ctx context.Context, sessionID, tool, callID string, input, out map[string]any) error {
-	payload := map[string]any{"tool_id": tool, "operation": "call", "tool_input": input, "result": out}
-	if callID != "" {
-		payload["call_id"] = callID
-	}
-	_, err := s.st.EventAppend(ctx, &store.EventAppendParams{SessionID: sessionID, Type: store.EventToolResult, Actor: "holdfast", Payload: payload})
+	p := transcript.EncodePtr(transcript.ToolResult{ToolID: tool, Operation: "call", ToolInput: input, Result: out, CallID: callID}, "holdfast")
+	p.SessionID = sessionID
+	_, err := s.st.EventAppend(ctx, p)
 	return err
 }
 
@@ -749,19 +738,19 @@ func (s *Service) history(ctx context.Context, id string) ([]model.Message, erro
 	names := thread.NewNames(s.st)
 	// A thread's backfilled messages come first, as they were said.
 	for _, e := range thread.Order(evs) {
-		text, _ := e.Payload["text"].(string)
-		switch e.Type {
-		case store.EventUserMessage:
+		switch m := transcript.Read(ctx, s.log, e).(type) {
+		case transcript.UserMessage:
 			// The model sees who said what (SPEC §3).
-			msgs = append(msgs, model.Message{Role: model.RoleUser, Content: names.Speaker(ctx, e) + ": " + text})
-		case store.EventAssistantMessage:
-			if cmd, _ := e.Payload["command"].(string); cmd != "" {
+			msgs = append(msgs, model.Message{Role: model.RoleUser, Content: names.Speaker(ctx, e) + ": " + m.Text})
+		case transcript.AssistantMessage:
+			if m.Command != "" {
 				// A core command's answer: the model did not say it.
-				msgs = append(msgs, model.Message{Role: model.RoleSystem, Content: cmd + ": " + text})
+				msgs = append(msgs, model.Message{Role: model.RoleSystem, Content: m.Command + ": " + m.Text})
 				continue
 			}
-			msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: text})
-		case store.EventToolResult, "run_started", "run_finished", "hold_opened", "hold_decided", "memo_dispatched":
+			msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: m.Text})
+		case transcript.ToolResult, transcript.RunStarted, transcript.RunFinished, transcript.HoldOpened, transcript.HoldDecided,
+			transcript.MemoDispatched:
 			// Notes are context, not content: a long preview or result is cut
 			// so it cannot crowd the conversation out of the model's window.
 			b, _ := json.Marshal(e.Payload)
@@ -774,7 +763,7 @@ func (s *Service) history(ctx context.Context, id string) ([]model.Message, erro
 // sinceCompact returns the newest limit events after the latest
 // compact_summary, and that summary's text.
 func (s *Service) sinceCompact(ctx context.Context, id string, limit int) ([]*store.Event, string, error) {
-	sums, err := s.st.EventList(ctx, &store.EventListParams{SessionID: id, Types: []string{store.EventCompactSummary}, Newest: true, Limit: 1})
+	sums, err := s.st.EventList(ctx, &store.EventListParams{SessionID: id, Types: []string{transcript.TypeCompactSummary}, Newest: true, Limit: 1})
 	if err != nil {
 		return nil, "", err
 	}
@@ -782,7 +771,9 @@ func (s *Service) sinceCompact(ctx context.Context, id string, limit int) ([]*st
 	summary := ""
 	if len(sums) == 1 {
 		after = sums[0].TS
-		summary, _ = sums[0].Payload["text"].(string)
+		if c, ok := transcript.Read(ctx, s.log, sums[0]).(transcript.CompactSummary); ok {
+			summary = c.Text
+		}
 	}
 	evs, err := s.st.EventList(ctx, &store.EventListParams{SessionID: id, After: after, Newest: true, Limit: limit})
 	return evs, summary, err

@@ -14,6 +14,7 @@ package thread
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // Bounds of a loaded thread (SPEC §4.1).
@@ -37,17 +39,6 @@ const (
 // BotSpeaker names the bot's own messages.
 const BotSpeaker = "Holdfast"
 
-// Event payload keys the conversation reads.
-const (
-	// KeySpeaker is the speaker's display name as recorded (a Slack display
-	// name, a console username).
-	KeySpeaker = "speaker"
-	// KeyBackfilled marks a message recorded by a thread backfill.
-	KeyBackfilled = "backfilled"
-	// KeySlackTS is the Slack ts of a message from Slack.
-	KeySlackTS = "ts"
-)
-
 // Load reads the conversation of session id, oldest first: at most the
 // newest MaxMessages messages, and of those the newest whose text fits in
 // MaxChars (a newest message longer than that alone is cut). A run with no
@@ -62,22 +53,26 @@ func Load(ctx context.Context, st store.Store, id string) ([]workflow.ThreadMess
 		return nil, err
 	}
 	names := NewNames(st)
+	texts, saids := make([]string, len(evs)), make([]transcript.Said, len(evs))
+	for i, e := range evs {
+		texts[i], saids[i], _ = message(e)
+	}
 	total := 0
 	first := len(evs)
 	for i := len(evs) - 1; i >= 0; i-- {
-		n := utf8.RuneCountInString(text(evs[i]))
+		n := utf8.RuneCountInString(texts[i])
 		if total+n > MaxChars && i < len(evs)-1 {
 			break
 		}
 		total += n
 		first = i
 	}
-	for _, e := range evs[first:] {
-		t := text(e)
+	for i := first; i < len(evs); i++ {
+		t := texts[i]
 		if utf8.RuneCountInString(t) > MaxChars {
 			t = string([]rune(t)[:MaxChars-1]) + "…"
 		}
-		out = append(out, workflow.ThreadMessage{Speaker: names.Speaker(ctx, e), Text: t, TS: SaidAt(e)})
+		out = append(out, workflow.ThreadMessage{Speaker: names.speaker(ctx, evs[i], saids[i]), Text: t, TS: saidAt(evs[i], saids[i])})
 	}
 	return out, nil
 }
@@ -87,7 +82,7 @@ func Load(ctx context.Context, st store.Store, id string) ([]workflow.ThreadMess
 // messages with no text.
 func Events(ctx context.Context, st store.Store, id string, limit int) ([]*store.Event, error) {
 	limit = min(max(limit, 1), MaxMessages)
-	types := []string{store.EventUserMessage, store.EventAssistantMessage}
+	types := []string{transcript.TypeUserMessage, transcript.TypeAssistantMessage}
 	evs, err := st.EventList(ctx, &store.EventListParams{SessionID: id, Types: types, Newest: true, Limit: limit})
 	if err != nil {
 		return nil, err
@@ -112,35 +107,54 @@ func Events(ctx context.Context, st store.Store, id string, limit int) ([]*store
 // with no text are left out; other events are kept.
 func Order(evs []*store.Event) []*store.Event {
 	var back, live []*store.Event
+	at := map[*store.Event]time.Time{}
 	for _, e := range evs {
-		if (e.Type == store.EventUserMessage || e.Type == store.EventAssistantMessage) && strings.TrimSpace(text(e)) == "" {
+		t, said, ok := message(e)
+		if ok && strings.TrimSpace(t) == "" {
 			continue
 		}
-		if Backfilled(e) {
+		if said.Backfilled {
 			back = append(back, e)
+			at[e] = saidAt(e, said)
 		} else {
 			live = append(live, e)
 		}
 	}
-	slices.SortStableFunc(back, func(a, b *store.Event) int { return SaidAt(a).Compare(SaidAt(b)) })
+	slices.SortStableFunc(back, func(a, b *store.Event) int { return at[a].Compare(at[b]) })
 	return append(back, live...)
+}
+
+// message answers the text of a user or assistant message and who said
+// it; ok is false for other events. A wrongly typed key reads as empty.
+func message(e *store.Event) (text string, said transcript.Said, ok bool) {
+	text, said, ok, err := transcript.MessageOf(e)
+	if err != nil {
+		slog.Debug("thread: message read with fields left empty", slog.Int64("event_id", e.ID),
+			slog.String("session_id", e.SessionID), slog.Any("error", err))
+	}
+	return text, said, ok
 }
 
 // Backfilled reports whether e was recorded by a thread backfill.
 func Backfilled(e *store.Event) bool {
-	b, _ := e.Payload[KeyBackfilled].(bool)
-	return b
+	_, said, _ := message(e)
+	return said.Backfilled
 }
 
 func text(e *store.Event) string {
-	s, _ := e.Payload["text"].(string)
-	return s
+	t, _, _ := message(e)
+	return t
 }
 
 // SaidAt is when a message was said: its Slack ts when it has one, else
 // when it was recorded.
 func SaidAt(e *store.Event) time.Time {
-	if ts, _ := e.Payload[KeySlackTS].(string); ts != "" {
+	_, said, _ := message(e)
+	return saidAt(e, said)
+}
+
+func saidAt(e *store.Event, said transcript.Said) time.Time {
+	if ts := said.SlackTS; ts != "" {
 		if t, ok := ParseSlackTS(ts); ok {
 			return t
 		}
@@ -191,10 +205,15 @@ func NewNames(st store.Store) *Names { return &Names{st: st, seen: map[string]st
 // its own messages, else the actor's name as the store knows it (a cached
 // Slack display name, a console username), else the actor as recorded.
 func (n *Names) Speaker(ctx context.Context, e *store.Event) string {
-	if s, _ := e.Payload[KeySpeaker].(string); strings.TrimSpace(s) != "" {
-		return s
+	_, said, _ := message(e)
+	return n.speaker(ctx, e, said)
+}
+
+func (n *Names) speaker(ctx context.Context, e *store.Event, said transcript.Said) string {
+	if strings.TrimSpace(said.Speaker) != "" {
+		return said.Speaker
 	}
-	if e.Type == store.EventAssistantMessage {
+	if e.Type == transcript.TypeAssistantMessage {
 		return BotSpeaker
 	}
 	if s, ok := n.seen[e.Actor]; ok {

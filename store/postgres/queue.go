@@ -184,8 +184,8 @@ func (db *DB) countBy(ctx context.Context, q string, keys ...string) (map[string
 func (db *DB) QueueItemListPending(ctx context.Context, limit int) ([]*store.QueueItemHead, error) {
 	out, err := queryAll(ctx, db.pool, func(row scanner) (*store.QueueItemHead, error) {
 		var h store.QueueItemHead
-		return &h, row.Scan(&h.ID, &h.Command)
-	}, `SELECT id, command FROM workflow_queue_items WHERE status = 'pending' ORDER BY created_at, id LIMIT $1`, max(limit, 1))
+		return &h, row.Scan(&h.ID, &h.Command, &h.DedupeKey)
+	}, `SELECT id, command, dedupe_key FROM workflow_queue_items WHERE status = 'pending' ORDER BY created_at, id LIMIT $1`, max(limit, 1))
 	if err != nil {
 		return nil, fmt.Errorf("pending items: %w", err)
 	}

@@ -207,7 +207,7 @@ func (db *DB) countBy(ctx context.Context, q string, keys ...string) (map[string
 }
 
 const (
-	pendingQuery      = `SELECT id, command FROM workflow_queue_items WHERE status = 'pending' ORDER BY created_at, id LIMIT ?`
+	pendingQuery      = `SELECT id, command, dedupe_key FROM workflow_queue_items WHERE status = 'pending' ORDER BY created_at, id LIMIT ?`
 	pendingCountQuery = `SELECT COUNT(*) FROM workflow_queue_items WHERE status = 'pending'`
 )
 
@@ -224,7 +224,7 @@ func claimQuery(n int) string {
 func (db *DB) QueueItemListPending(ctx context.Context, limit int) ([]*store.QueueItemHead, error) {
 	out, err := queryAll(ctx, db.r, func(row scanner) (*store.QueueItemHead, error) {
 		var h store.QueueItemHead
-		return &h, row.Scan(&h.ID, &h.Command)
+		return &h, row.Scan(&h.ID, &h.Command, &h.DedupeKey)
 	}, pendingQuery, max(limit, 1))
 	if err != nil {
 		return nil, fmt.Errorf("pending items: %w", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // runEngine is the engine's part of the suite: the queue, runs and holds.
@@ -60,6 +61,10 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		n, err := s.QueueItemCountPending(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
+		heads, err := s.QueueItemListPending(ctx, 5)
+		require.NoError(t, err)
+		require.Equal(t, []*store.QueueItemHead{{ID: it.ID, Command: "/w", DedupeKey: "k"}}, heads,
+			"a head names its dedupe key, which the run_started line carries")
 		_, err = s.QueueItemGetByID(ctx, "itm_missing")
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
@@ -85,7 +90,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 			return s.QueueItemInsertClaimed(ctx, &store.QueueItemInsertParams{ID: id, WorkflowMemoID: wf, Command: "/w",
 				DedupeKey: key, Payload: map[string]any{"k": key}, NewSession: &store.SessionCreateParams{Origin: store.OriginWorkflow, Policy: "auto"}},
 				&store.ItemInsertClaim{RunID: store.RunIDForItem(id), RunnerID: "a", Now: time.Now(),
-					Events: []store.EventAppendParams{{Type: "run_started", Actor: "engine", Payload: map[string]any{"itemId": id}}}})
+					Events: []store.EventAppendParams{{Type: transcript.TypeRunStarted, Actor: "engine", Payload: map[string]any{"itemId": id}}}})
 		}
 		it, r, created, err := insert("k")
 		require.NoError(t, err)
@@ -109,7 +114,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		evs, err := s.EventList(ctx, &store.EventListParams{SessionID: ses.ID, Limit: 10})
 		require.NoError(t, err)
 		require.Len(t, evs, 1)
-		require.Equal(t, "run_started", evs[0].Type, "the run's first line is written with it")
+		require.Equal(t, transcript.TypeRunStarted, evs[0].Type, "the run's first line is written with it")
 		n, err := s.QueueItemCountPending(ctx)
 		require.NoError(t, err)
 		require.Zero(t, n, "nothing is left for a claim")
@@ -161,7 +166,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 			DedupeKey: "k", NewSession: &store.SessionCreateParams{Title: "Weekly otters", Origin: store.OriginWorkflow, Policy: "auto",
 				Tags: []string{"brief:otters"}}},
 			&store.ItemInsertClaim{RunID: store.RunIDForItem(id), RunnerID: "a",
-				Events: []store.EventAppendParams{{Type: "run_started", Actor: "engine"}}})
+				Events: []store.EventAppendParams{{Type: transcript.TypeRunStarted, Actor: "engine"}}})
 		require.NoError(t, err)
 		ses, err := s.SessionGetByTag(ctx, "workflow:"+id)
 		require.NoError(t, err)
@@ -255,7 +260,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 				s := newStore(t)
 				wf := workflow(t, s)
 				ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginUser, Policy: "auto",
-					Events: []*store.EventAppendParams{{Type: "user_message", Actor: "ada"}}})
+					Events: []*store.EventAppendParams{{Type: transcript.TypeUserMessage, Actor: "ada"}}})
 				require.NoError(t, err)
 				for i := range tc.shared {
 					_, created, err := s.QueueItemInsert(ctx, &store.QueueItemInsertParams{ID: store.NewID("itm"), WorkflowMemoID: wf,
@@ -273,7 +278,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 				for c := range cs {
 					runID := store.RunIDForItem(cs[c].ItemID)
 					for i := range tc.eventsPerRun {
-						cs[c].Events = append(cs[c].Events, store.EventAppendParams{Type: "run_started", Actor: "engine",
+						cs[c].Events = append(cs[c].Events, store.EventAppendParams{Type: transcript.TypeRunStarted, Actor: "engine",
 							Payload: map[string]any{"runId": runID, "n": float64(i)}})
 					}
 				}
@@ -352,11 +357,11 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- s.RunCheckpoint(ctx, &store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease, Events: lines("run_step")})
+			errs <- s.RunCheckpoint(ctx, &store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease, Events: lines(transcript.TypeRunStep)})
 		}()
 		wg.Wait()
 		_, err = s.RunSettle(ctx, &store.RunSettleParams{RunID: r.ID, Lease: r.Lease, Status: store.RunSucceeded,
-			Events: lines("run_finished")})
+			Events: lines(transcript.TypeRunFinished)})
 		errs <- err
 		close(errs)
 		for err := range errs {
@@ -384,7 +389,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.ErrorIs(t, err, store.ErrLeaseLost)
 		require.NoError(t, s.RunCheckpoint(ctx, &store.RunCheckpointParams{RunID: r.ID, Lease: r.Lease,
 			Manifest: json.RawMessage(`{"title":"W"}`), Steps: []store.RunStep{{Kind: "context", Status: "succeeded"}},
-			Events: []store.EventAppendParams{{Type: "run_step", Actor: "engine"}}}))
+			Events: []store.EventAppendParams{{Type: transcript.TypeRunStep, Actor: "engine"}}}))
 
 		stub, err := s.MemoCreate(ctx, &store.MemoCreateParams{Title: "Stub", Body: "stub"})
 		require.NoError(t, err)
@@ -399,7 +404,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		memoID := store.NewID("mem")
 		settled, err := s.RunSettle(ctx, &store.RunSettleParams{RunID: r.ID, Lease: r.Lease, Status: store.RunSucceeded,
 			Dispatch: &store.DispatchParams{MemoID: memoID, Create: &store.MemoCreateParams{Title: "Out", Body: "out", Unlisted: true}},
-			Events:   []store.EventAppendParams{{Type: "memo_dispatched", Actor: "engine", Payload: map[string]any{"memoId": memoID}}}})
+			Events:   []store.EventAppendParams{{Type: transcript.TypeMemoDispatched, Actor: "engine", Payload: map[string]any{"memoId": memoID}}}})
 		require.NoError(t, err)
 		require.Equal(t, memoID, settled.DispatchMemoID, "the memo gets the id the caller minted")
 		m, err := s.MemoGetByID(ctx, settled.DispatchMemoID)
@@ -490,14 +495,14 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 
 		ada := store.HoldApproval{By: "ada", Key: "user:u1", Via: "console", At: time.Now().UTC().Truncate(time.Second)}
 		partial := &store.HoldDecideParams{HoldID: h.ID, ExpectApprovals: 0, Status: store.HoldOpen, Approvals: []store.HoldApproval{ada},
-			Events: []store.EventAppendParams{{Type: "hold_approved_partial", Actor: "engine", Payload: map[string]any{"approvals": 1}}},
+			Events: []store.EventAppendParams{{Type: transcript.TypeHoldApprovedPartial, Actor: "engine", Payload: map[string]any{"approvals": 1}}},
 			Audit:  store.HoldDecision{HoldID: h.ID, RunID: r.ID, Decision: "approve", DecidedBy: "ada", Via: "console", Outcome: store.AttemptAccepted}}
 		h, err = s.HoldDecide(ctx, partial)
 		require.NoError(t, err)
 		require.Equal(t, store.HoldOpen, h.Status)
 		require.Len(t, h.Approvals, 1)
 		require.Equal(t, "user:u1", h.Approvals[0].Key, "the approver's key is kept, so the engine can count people")
-		evs, err := s.EventList(ctx, &store.EventListParams{SessionID: r.SessionID, Types: []string{"hold_approved_partial"}})
+		evs, err := s.EventList(ctx, &store.EventListParams{SessionID: r.SessionID, Types: []string{transcript.TypeHoldApprovedPartial}})
 		require.NoError(t, err)
 		require.Len(t, evs, 1, "the events are written with the decision")
 
@@ -582,7 +587,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		out := store.RunOutcome{Status: store.RunRecoveryExhausted, ItemStatus: store.ItemFailed, ErrorKind: store.RunRecoveryExhausted, Error: "gave up"}
 		_, ex, err = s.RunRescueMany(ctx, &store.RunRescueParams{RunnerID: "c", StaleBefore: later,
 			Exhaust: []store.RunExhaust{{RunLease: store.RunLease{ID: r.ID, Lease: leaseOf(t, s, r.ID)}, Outcome: out,
-				Events: []store.EventAppendParams{{Type: "run_finished", Actor: "engine"}}}}})
+				Events: []store.EventAppendParams{{Type: transcript.TypeRunFinished, Actor: "engine"}}}}})
 		require.NoError(t, err)
 		require.Len(t, ex, 1)
 		require.Equal(t, []string{store.RunRecoveryExhausted, "gave up"}, []string{ex[0].Status, ex[0].Error})

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // runInsight covers what observability reads and keeps: trace context on
@@ -221,7 +222,7 @@ func runInsight(t *testing.T, newStore func(t *testing.T) store.Store) {
 		ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginUser, Policy: "auto"})
 		require.NoError(t, err)
 		for _, p := range []map[string]any{{"text": "Sorry, I could not answer: boom", "error": true}, {"text": "fine"}} {
-			_, err := s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: "assistant_message", Actor: "holdfast", Payload: p})
+			_, err := s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: transcript.TypeAssistantMessage, Actor: "holdfast", Payload: p})
 			require.NoError(t, err)
 		}
 

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // runSlack is the Slack bridge's part of the suite: the inbox, the outbox and
@@ -42,10 +43,10 @@ func runSlack(t *testing.T, newStore func(t *testing.T) store.Store) {
 
 		ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginChannel, Platform: "slack", Tags: []string{"slack:C9:1.000001"}, Policy: "auto"})
 		require.NoError(t, err)
-		ev, err := s.SlackInboxAppendEvent(ctx, pending[1].ID, &store.EventAppendParams{SessionID: ses.ID, Type: "user_message", Actor: "slack:U1", Payload: map[string]any{"text": "hi"}})
+		ev, err := s.SlackInboxAppendEvent(ctx, pending[1].ID, &store.EventAppendParams{SessionID: ses.ID, Type: transcript.TypeUserMessage, Actor: "slack:U1", Payload: map[string]any{"text": "hi"}})
 		require.NoError(t, err)
-		require.Equal(t, "user_message", ev.Type)
-		_, err = s.SlackInboxAppendEvent(ctx, pending[1].ID, &store.EventAppendParams{SessionID: ses.ID, Type: "user_message"})
+		require.Equal(t, transcript.TypeUserMessage, ev.Type)
+		_, err = s.SlackInboxAppendEvent(ctx, pending[1].ID, &store.EventAppendParams{SessionID: ses.ID, Type: transcript.TypeUserMessage})
 		require.ErrorIs(t, err, store.ErrNotFound, "a processed delivery appends nothing more")
 		got, err := s.SessionGetByID(ctx, ses.ID)
 		require.NoError(t, err)
@@ -61,7 +62,7 @@ func runSlack(t *testing.T, newStore func(t *testing.T) store.Store) {
 		ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginChannel, Platform: "slack", Tags: []string{"slack:C9:1.000002"}, Policy: "auto"})
 		require.NoError(t, err)
 		line := func(text string) *store.EventAppendParams {
-			return &store.EventAppendParams{SessionID: ses.ID, Type: "user_message", Actor: "slack:U1", Payload: map[string]any{"text": text}}
+			return &store.EventAppendParams{SessionID: ses.ID, Type: transcript.TypeUserMessage, Actor: "slack:U1", Payload: map[string]any{"text": text}}
 		}
 		for i, c := range []struct {
 			id, text string
@@ -401,7 +402,7 @@ func runSlack(t *testing.T, newStore func(t *testing.T) store.Store) {
 		var ids []int64
 		for i := range 3 {
 			for _, ses := range []*store.Session{slackSes, other} {
-				ev, err := s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: "assistant_message", Payload: map[string]any{"text": fmt.Sprint(i)}})
+				ev, err := s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: transcript.TypeAssistantMessage, Payload: map[string]any{"text": fmt.Sprint(i)}})
 				require.NoError(t, err)
 				if ses == slackSes {
 					ids = append(ids, ev.ID)

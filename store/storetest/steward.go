@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // runSteward is the suite's part for hold titles, reminders and the App
@@ -72,14 +73,14 @@ func runSteward(t *testing.T, newStore func(t *testing.T) store.Store) {
 
 		next := now.Add(time.Hour)
 		remind := &store.HoldRemindParams{HoldID: due.ID, ExpectSent: 0, Next: &next, Now: now,
-			Events: []store.EventAppendParams{{Type: "hold_reminder", Actor: "engine", Payload: map[string]any{"holdId": due.ID, "n": 1}}}}
+			Events: []store.EventAppendParams{{Type: transcript.TypeHoldReminder, Actor: "engine", Payload: map[string]any{"holdId": due.ID, "n": 1}}}}
 		h, err := s.HoldRemind(ctx, remind)
 		require.NoError(t, err)
 		require.Equal(t, 1, h.RemindersSent)
 		require.True(t, next.Truncate(time.Millisecond).Equal(h.RemindAt.Truncate(time.Millisecond)))
 		_, err = s.HoldRemind(ctx, remind)
 		require.ErrorIs(t, err, store.ErrConflict, "a reminder is recorded once")
-		evs, err := s.EventList(ctx, &store.EventListParams{SessionID: h.SessionID, Types: []string{"hold_reminder"}})
+		evs, err := s.EventList(ctx, &store.EventListParams{SessionID: h.SessionID, Types: []string{transcript.TypeHoldReminder}})
 		require.NoError(t, err)
 		require.Len(t, evs, 1, "its transcript line is written with it, once")
 

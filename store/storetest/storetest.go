@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // Run exercises a fresh, empty store from newStore for each subtest.
@@ -155,7 +156,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 
 		var last *store.Event
 		for i := range 5 {
-			ev, err := s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: "user_message", Actor: "U1", Payload: map[string]any{"text": fmt.Sprint(i)}})
+			ev, err := s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: transcript.TypeUserMessage, Actor: "U1", Payload: map[string]any{"text": fmt.Sprint(i)}})
 			require.NoError(t, err)
 			if last != nil {
 				require.Greater(t, ev.ID, last.ID)
@@ -166,7 +167,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		got, err = s.SessionGetByID(ctx, ses.ID)
 		require.NoError(t, err)
 		require.Equal(t, int64(5), got.EventCount)
-		_, err = s.EventAppend(ctx, &store.EventAppendParams{SessionID: "ses_missing", Type: "user_message"})
+		_, err = s.EventAppend(ctx, &store.EventAppendParams{SessionID: "ses_missing", Type: transcript.TypeUserMessage})
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 

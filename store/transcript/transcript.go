@@ -8,15 +8,18 @@
 package transcript
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-// Event types of the session transcript (SPEC §3). The chat types are
-// store's (its drivers filter on them); the engine's are defined here only.
+// Event types of the session transcript (SPEC §3). The chat types were
+// store's before this package and many suites still name them there (the
+// drivers do not: they store any type); the engine's are defined here only.
 const (
 	TypeUserMessage         = store.EventUserMessage
 	TypeAssistantMessage    = store.EventAssistantMessage
@@ -57,30 +60,47 @@ func EncodePtr(ev Event, actor string) *store.EventAppendParams {
 
 // Decode answers e's typed value; a type this package does not know is an
 // Unknown. A payload whose keys hold values of the wrong JSON type is an
-// error.
+// error, answered with the event those keys left zero: the untyped readers
+// read such a value as empty and showed the rest, and a consumer that
+// logs the error and goes on reads the transcript as they did.
 func Decode(e *store.Event) (Event, error) {
 	return DecodePayload(e.Type, e.Payload)
+}
+
+// Read is Decode for a consumer, which never drops an event: a wrongly
+// shaped payload is logged at debug and read with those fields empty.
+func Read(ctx context.Context, log *slog.Logger, e *store.Event) Event {
+	ev, err := Decode(e)
+	if err != nil {
+		log.DebugContext(ctx, "transcript: event read with fields left empty", slog.Int64("event_id", e.ID),
+			slog.String("session_id", e.SessionID), slog.String("type", e.Type), slog.Any("error", err))
+	}
+	return ev
 }
 
 // DecodePayload is Decode of a type and payload.
 func DecodePayload(typ string, p map[string]any) (Event, error) {
 	var ev Event
 	switch typ {
+	// Messages are most of a transcript and a conversation reads hundreds
+	// at a time: they are read from the map directly, not through JSON.
 	case TypeUserMessage:
-		m := UserMessage{}
-		m.Text, m.Fields = splitText(p)
-		return m, nil
+		var r reader
+		m := UserMessage{Text: r.str(p, "text"), Said: r.said(p)}
+		m.Fields = rest(p, append(saidKeys, "text")...)
+		return m, r.err(typ)
 	case TypeAssistantMessage:
-		m := AssistantMessage{}
-		if err := into(p, &m); err != nil {
-			return nil, fmt.Errorf("transcript: %s: %w", typ, err)
-		}
-		m.Fields = rest(p, "text", "runId", "dispatch", "command", "error")
-		return m, nil
+		var r reader
+		m := AssistantMessage{Text: r.str(p, "text"), RunID: r.str(p, "runId"), Dispatch: r.str(p, "dispatch"),
+			Command: r.str(p, "command"), Error: r.flag(p, "error"), Said: r.said(p)}
+		m.Fields = rest(p, append(saidKeys, "text", "runId", "dispatch", "command", "error")...)
+		return m, r.err(typ)
 	case TypeContext:
 		return Context{Fields: maps.Clone(p)}, nil
 	case TypeCommand:
 		ev = &Command{}
+	case TypeActionPlan:
+		ev = &ActionPlan{}
 	case TypeToolResult:
 		ev = &ToolResult{}
 	case TypePolicySet:
@@ -107,7 +127,8 @@ func DecodePayload(typ string, p map[string]any) (Event, error) {
 		return Unknown{EventType: typ, Payload: p}, nil
 	}
 	if err := into(p, ev); err != nil {
-		return nil, fmt.Errorf("transcript: %s: %w", typ, err)
+		// encoding/json skips a wrongly typed field and fills the rest.
+		return deref(ev), fmt.Errorf("transcript: %s: %w", typ, err)
 	}
 	return deref(ev), nil
 }
@@ -117,6 +138,8 @@ func DecodePayload(typ string, p map[string]any) (Event, error) {
 func deref(ev Event) Event {
 	switch v := ev.(type) {
 	case *Command:
+		return *v
+	case *ActionPlan:
 		return *v
 	case *ToolResult:
 		return *v
@@ -144,17 +167,57 @@ func deref(ev Event) Event {
 	return ev
 }
 
+// reader reads keys of a payload leniently, as the untyped readers did (a
+// wrongly typed value reads as empty), keeping the first error.
+type reader struct{ first error }
+
+func (r *reader) wrong(k string, v any, want string) {
+	if r.first == nil {
+		r.first = fmt.Errorf("%s is a %T, not a %s", k, v, want)
+	}
+}
+
+func (r *reader) str(p map[string]any, k string) string {
+	switch v := p[k].(type) {
+	case string:
+		return v
+	case nil:
+		return ""
+	default:
+		r.wrong(k, v, "string")
+		return ""
+	}
+}
+
+func (r *reader) flag(p map[string]any, k string) bool {
+	switch v := p[k].(type) {
+	case bool:
+		return v
+	case nil:
+		return false
+	default:
+		r.wrong(k, v, "bool")
+		return false
+	}
+}
+
+func (r *reader) said(p map[string]any) Said {
+	return Said{Speaker: r.str(p, "speaker"), SlackTS: r.str(p, "ts"), Backfilled: r.flag(p, "backfilled")}
+}
+
+func (r *reader) err(typ string) error {
+	if r.first == nil {
+		return nil
+	}
+	return fmt.Errorf("transcript: %s: %w", typ, r.first)
+}
+
 func into(p map[string]any, v any) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
 	return json.Unmarshal(b, v)
-}
-
-func splitText(p map[string]any) (string, map[string]any) {
-	text, _ := p["text"].(string)
-	return text, rest(p, "text")
 }
 
 func rest(p map[string]any, known ...string) map[string]any {
@@ -168,8 +231,8 @@ func rest(p map[string]any, known ...string) map[string]any {
 	return out
 }
 
-// Unknown is an event of a type this package does not define (action_plan,
-// permission, or a type written by a newer version).
+// Unknown is an event of a type this package does not define (permission,
+// or a type written by a newer version).
 type Unknown struct {
 	EventType string
 	Payload   map[string]any
@@ -178,39 +241,66 @@ type Unknown struct {
 func (u Unknown) Type() string            { return u.EventType }
 func (u Unknown) payload() map[string]any { return u.Payload }
 
+// Said is who said a message and, for one from Slack, when: the keys a
+// conversation (engine/thread) orders and names messages by.
+type Said struct {
+	// Speaker is the display name as recorded (a Slack display name, a
+	// console username); empty: the reader names the actor.
+	Speaker string `json:"speaker,omitempty"`
+	// SlackTS is the Slack ts of a message from Slack.
+	SlackTS string `json:"ts,omitempty"`
+	// Backfilled marks a message recorded by a thread backfill, after
+	// messages that were said later.
+	Backfilled bool `json:"backfilled,omitempty"`
+}
+
+var saidKeys = []string{"speaker", "ts", "backfilled"}
+
+func (s Said) into(p map[string]any) {
+	setString(p, "speaker", s.Speaker)
+	setString(p, "ts", s.SlackTS)
+	if s.Backfilled {
+		p["backfilled"] = true
+	}
+}
+
 // UserMessage is something a person (or another bot) said. Fields holds
-// the rest of the payload: the speaker, Slack coordinates, a backfill mark,
-// files.
+// the rest of the payload: Slack's raw text and coordinates, how it was
+// sent (a slash command, a shortcut), files.
 type UserMessage struct {
-	Text   string
+	Text string
+	Said
 	Fields map[string]any
 }
 
 func (UserMessage) Type() string { return TypeUserMessage }
 func (m UserMessage) payload() map[string]any {
-	p := make(map[string]any, len(m.Fields)+1)
+	p := make(map[string]any, len(m.Fields)+4)
 	maps.Copy(p, m.Fields)
+	m.Said.into(p)
 	p["text"] = m.Text
 	return p
 }
 
 // AssistantMessage is a reply: the model's, a command's answer (Command
 // set), a reply-destination run's output (RunID, Dispatch "reply"), or an
-// apology for a failed turn (Error). Fields holds the rest (speaker,
-// backfill mark, Slack coordinates).
+// apology for a failed turn (Error). Fields holds the rest (Slack
+// coordinates of a backfilled message).
 type AssistantMessage struct {
-	Text     string         `json:"text"`
-	RunID    string         `json:"runId,omitempty"`
-	Dispatch string         `json:"dispatch,omitempty"`
-	Command  string         `json:"command,omitempty"`
-	Error    bool           `json:"error,omitempty"`
+	Text     string `json:"text"`
+	RunID    string `json:"runId,omitempty"`
+	Dispatch string `json:"dispatch,omitempty"`
+	Command  string `json:"command,omitempty"`
+	Error    bool   `json:"error,omitempty"`
+	Said     `json:"-"`
 	Fields   map[string]any `json:"-"`
 }
 
 func (AssistantMessage) Type() string { return TypeAssistantMessage }
 func (m AssistantMessage) payload() map[string]any {
-	p := make(map[string]any, len(m.Fields)+1)
+	p := make(map[string]any, len(m.Fields)+4)
 	maps.Copy(p, m.Fields)
+	m.Said.into(p)
 	p["text"] = m.Text
 	if m.RunID != "" {
 		p["runId"] = m.RunID
@@ -226,9 +316,6 @@ func (m AssistantMessage) payload() map[string]any {
 	}
 	return p
 }
-
-// Backfilled reports a message fetched from a Slack thread.
-func (m AssistantMessage) Backfilled() bool { return m.Fields["backfilled"] == true }
 
 // Context records how a session was opened (purpose; openedBy and via).
 type Context struct {
@@ -247,6 +334,27 @@ type Command struct {
 func (Command) Type() string { return TypeCommand }
 func (c Command) payload() map[string]any {
 	return map[string]any{"command": c.Command, "by": c.By}
+}
+
+// PlanStep is one step of an action plan.
+type PlanStep struct {
+	Title       string `json:"title"`
+	Description string `json:"description"`
+}
+
+// ActionPlan is the steps an agent means to take, shown before it takes
+// them.
+type ActionPlan struct {
+	Steps []PlanStep `json:"steps"`
+}
+
+func (ActionPlan) Type() string { return TypeActionPlan }
+func (a ActionPlan) payload() map[string]any {
+	steps := make([]any, 0, len(a.Steps))
+	for _, s := range a.Steps {
+		steps = append(steps, map[string]any{"title": s.Title, "description": s.Description})
+	}
+	return map[string]any{"steps": steps}
 }
 
 // PolicySet is a change of the session's posture.
@@ -291,16 +399,29 @@ func (t ToolResult) payload() map[string]any {
 	return p
 }
 
-// RunStarted is a queue item claimed and its run started.
+// RunStarted is a queue item claimed and its run started. DedupeKey is the
+// item's, so a surface can tell the items it enqueued itself without
+// reading the item back.
 type RunStarted struct {
-	RunID   string `json:"runId"`
-	ItemID  string `json:"itemId"`
-	Command string `json:"command"`
+	RunID     string `json:"runId"`
+	ItemID    string `json:"itemId"`
+	Command   string `json:"command"`
+	DedupeKey string `json:"dedupeKey,omitempty"`
 }
 
 func (RunStarted) Type() string { return TypeRunStarted }
 func (r RunStarted) payload() map[string]any {
-	return map[string]any{"runId": r.RunID, "itemId": r.ItemID, "command": r.Command}
+	p := map[string]any{"runId": r.RunID, "itemId": r.ItemID, "command": r.Command}
+	setString(p, "dedupeKey", r.DedupeKey)
+	return p
+}
+
+// setString sets an additive key only when it has a value, so an event
+// without it is stored as it was before the key existed.
+func setString(p map[string]any, k, v string) {
+	if v != "" {
+		p[k] = v
+	}
 }
 
 // RunStep is one step of a run finished (Step counts from 1).
@@ -316,7 +437,10 @@ func (r RunStep) payload() map[string]any {
 	return map[string]any{"runId": r.RunID, "step": r.Step, "kind": r.Kind, "status": r.Status}
 }
 
-// HoldOpened is a run suspended on a gate.
+// HoldOpened is a run suspended on a gate. It carries all a card shows, so
+// the Slack mirror need not read the hold back; Required is 0 only in rows
+// written before Workflow, Owner and Required were (a reader falls back to
+// the hold).
 type HoldOpened struct {
 	HoldID    string `json:"holdId"`
 	RunID     string `json:"runId"`
@@ -324,12 +448,21 @@ type HoldOpened struct {
 	GateLabel string `json:"gateLabel"`
 	Preview   string `json:"preview"`
 	Title     string `json:"title"`
+	Workflow  string `json:"workflow,omitempty"`
+	Owner     string `json:"owner,omitempty"`
+	Required  int    `json:"required,omitempty"`
 }
 
 func (HoldOpened) Type() string { return TypeHoldOpened }
 func (h HoldOpened) payload() map[string]any {
-	return map[string]any{"holdId": h.HoldID, "runId": h.RunID, "command": h.Command, "gateLabel": h.GateLabel,
+	p := map[string]any{"holdId": h.HoldID, "runId": h.RunID, "command": h.Command, "gateLabel": h.GateLabel,
 		"preview": h.Preview, "title": h.Title}
+	setString(p, "workflow", h.Workflow)
+	setString(p, "owner", h.Owner)
+	if h.Required != 0 {
+		p["required"] = h.Required
+	}
+	return p
 }
 
 // Approval is one steward's approval of a hold.
@@ -356,7 +489,10 @@ func (h HoldApprovedPartial) payload() map[string]any {
 	return map[string]any{"holdId": h.HoldID, "runId": h.RunID, "approvals": as, "required": h.Required}
 }
 
-// HoldDecided is a hold approved or rejected (or expired).
+// HoldDecided is a hold approved or rejected (or expired). Like HoldOpened
+// it carries what the decided card shows — the title as decided, the text
+// published (Edited: the steward's edit) — and Required is 0 only in rows
+// written before those keys were.
 type HoldDecided struct {
 	HoldID     string `json:"holdId"`
 	RunID      string `json:"runId"`
@@ -364,12 +500,33 @@ type HoldDecided struct {
 	DecidedBy  string `json:"decidedBy"`
 	DecidedVia string `json:"decidedVia"`
 	Comment    string `json:"comment"`
+	Title      string `json:"title,omitempty"`
+	Command    string `json:"command,omitempty"`
+	GateLabel  string `json:"gateLabel,omitempty"`
+	Workflow   string `json:"workflow,omitempty"`
+	Owner      string `json:"owner,omitempty"`
+	Required   int    `json:"required,omitempty"`
+	Published  string `json:"published,omitempty"`
+	Edited     bool   `json:"edited,omitempty"`
 }
 
 func (HoldDecided) Type() string { return TypeHoldDecided }
 func (h HoldDecided) payload() map[string]any {
-	return map[string]any{"holdId": h.HoldID, "runId": h.RunID, "status": h.Status, "decidedBy": h.DecidedBy,
+	p := map[string]any{"holdId": h.HoldID, "runId": h.RunID, "status": h.Status, "decidedBy": h.DecidedBy,
 		"decidedVia": h.DecidedVia, "comment": h.Comment}
+	setString(p, "title", h.Title)
+	setString(p, "command", h.Command)
+	setString(p, "gateLabel", h.GateLabel)
+	setString(p, "workflow", h.Workflow)
+	setString(p, "owner", h.Owner)
+	setString(p, "published", h.Published)
+	if h.Required != 0 {
+		p["required"] = h.Required
+	}
+	if h.Edited {
+		p["edited"] = true
+	}
+	return p
 }
 
 // HoldReminder is the Nth of Of reminders that a hold still waits, naming
@@ -406,14 +563,62 @@ func (r RunFinished) payload() map[string]any {
 	return map[string]any{"runId": r.RunID, "status": r.Status, "errorKind": r.ErrorKind, "error": r.Error}
 }
 
-// MemoDispatched is a run's output published as a memo.
+// MemoDispatched is a run's output published as a memo. Body is the text
+// published, so a surface posting the memo need not read it back; it is
+// empty in rows written before it was.
 type MemoDispatched struct {
 	RunID  string `json:"runId"`
 	MemoID string `json:"memoId"`
 	Title  string `json:"title"`
+	Body   string `json:"body,omitempty"`
 }
 
 func (MemoDispatched) Type() string { return TypeMemoDispatched }
 func (m MemoDispatched) payload() map[string]any {
-	return map[string]any{"runId": m.RunID, "memoId": m.MemoID, "title": m.Title}
+	p := map[string]any{"runId": m.RunID, "memoId": m.MemoID, "title": m.Title}
+	setString(p, "body", m.Body)
+	return p
+}
+
+// RunOf answers the run an event is about, or "" for an event about none.
+func RunOf(ev Event) string {
+	switch v := ev.(type) {
+	case RunStarted:
+		return v.RunID
+	case RunStep:
+		return v.RunID
+	case HoldOpened:
+		return v.RunID
+	case HoldApprovedPartial:
+		return v.RunID
+	case HoldDecided:
+		return v.RunID
+	case HoldReminder:
+		return v.RunID
+	case RunFinished:
+		return v.RunID
+	case MemoDispatched:
+		return v.RunID
+	case AssistantMessage:
+		return v.RunID
+	}
+	return ""
+}
+
+// MessageOf reads the text of a user or assistant message and who said it
+// (ok false for any other event), without the rest of its payload: a
+// conversation reads hundreds at a time. Its error is Decode's.
+func MessageOf(e *store.Event) (text string, said Said, ok bool, err error) {
+	if e.Type != TypeUserMessage && e.Type != TypeAssistantMessage {
+		return "", said, false, nil
+	}
+	var r reader
+	text, said = r.str(e.Payload, "text"), r.said(e.Payload)
+	if e.Type == TypeAssistantMessage {
+		r.str(e.Payload, "runId")
+		r.str(e.Payload, "dispatch")
+		r.str(e.Payload, "command")
+		r.flag(e.Payload, "error")
+	}
+	return text, said, true, r.err(e.Type)
 }

@@ -1,8 +1,13 @@
 package transcript
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -27,13 +32,16 @@ func TestRoundTrip(t *testing.T) {
 		ev    Event
 		today string // a payload as stored today
 	}{
-		{UserMessage{Text: "hi", Fields: map[string]any{"speaker": "Ada", "slackEventId": "Ev1"}},
+		{UserMessage{Text: "hi", Said: Said{Speaker: "Ada"}, Fields: map[string]any{"slackEventId": "Ev1"}},
 			`{"text":"hi","speaker":"Ada","slackEventId":"Ev1"}`},
+		{UserMessage{Text: "old", Said: Said{Speaker: "Bo", SlackTS: "1.2", Backfilled: true}, Fields: map[string]any{"user": "U1", "channel": "C1"}},
+			`{"text":"old","speaker":"Bo","ts":"1.2","backfilled":true,"user":"U1","channel":"C1"}`},
+		{UserMessage{Text: "typed"}, `{"text":"typed"}`},
 		{AssistantMessage{Text: "done", RunID: "run_1", Dispatch: "reply"}, `{"text":"done","runId":"run_1","dispatch":"reply"}`},
 		{AssistantMessage{Text: "Sorry", Error: true}, `{"text":"Sorry","error":true}`},
 		{AssistantMessage{Text: "ok", Command: "/status"}, `{"text":"ok","command":"/status"}`},
-		{AssistantMessage{Text: "old", Fields: map[string]any{"backfilled": true, "speaker": "Holdfast"}},
-			`{"text":"old","backfilled":true,"speaker":"Holdfast"}`},
+		{AssistantMessage{Text: "old", Said: Said{Speaker: "Holdfast", SlackTS: "1.3", Backfilled: true}, Fields: map[string]any{"user": "UB"}},
+			`{"text":"old","backfilled":true,"speaker":"Holdfast","ts":"1.3","user":"UB"}`},
 		{Context{Fields: map[string]any{"openedBy": "ada", "via": "console"}}, `{"openedBy":"ada","via":"console"}`},
 		{Command{Command: "/compact", By: "ada"}, `{"command":"/compact","by":"ada"}`},
 		{PolicySet{Policy: "auto"}, `{"policy":"auto"}`},
@@ -42,24 +50,34 @@ func TestRoundTrip(t *testing.T) {
 		{ToolResult{ToolID: "search", Operation: "call", ToolInput: map[string]any{"q": "x"}, Result: map[string]any{"n": 1.0}, CallID: "c1"},
 			`{"tool_id":"search","operation":"call","tool_input":{"q":"x"},"result":{"n":1},"call_id":"c1"}`},
 		{RunStarted{RunID: "run_1", ItemID: "itm_1", Command: "/brief"}, `{"runId":"run_1","itemId":"itm_1","command":"/brief"}`},
+		{RunStarted{RunID: "run_1", ItemID: "itm_1", Command: "/brief", DedupeKey: "slack:Ev1"},
+			`{"runId":"run_1","itemId":"itm_1","command":"/brief","dedupeKey":"slack:Ev1"}`},
 		{RunStep{RunID: "run_1", Step: 2, Kind: "llm", Status: "succeeded"}, `{"runId":"run_1","step":2,"kind":"llm","status":"succeeded"}`},
 		{HoldOpened{HoldID: "hld_1", RunID: "run_1", Command: "/brief", GateLabel: "Review", Preview: "p", Title: "T"},
 			`{"holdId":"hld_1","runId":"run_1","command":"/brief","gateLabel":"Review","preview":"p","title":"T"}`},
+		{HoldOpened{HoldID: "hld_1", RunID: "run_1", Command: "/brief", GateLabel: "Review", Preview: "p", Title: "T",
+			Workflow: "Brief", Owner: "slack:U1", Required: 2},
+			`{"holdId":"hld_1","runId":"run_1","command":"/brief","gateLabel":"Review","preview":"p","title":"T","workflow":"Brief","owner":"slack:U1","required":2}`},
 		{HoldApprovedPartial{HoldID: "hld_1", RunID: "run_1", Approvals: []Approval{{By: "slack:U1", Via: "slack"}}, Required: 2},
 			`{"holdId":"hld_1","runId":"run_1","approvals":[{"by":"slack:U1","via":"slack"}],"required":2}`},
 		{HoldDecided{HoldID: "hld_1", RunID: "run_1", Status: "approved", DecidedBy: "ada", DecidedVia: "console", Comment: "ok"},
 			`{"holdId":"hld_1","runId":"run_1","status":"approved","decidedBy":"ada","decidedVia":"console","comment":"ok"}`},
+		{HoldDecided{HoldID: "hld_1", RunID: "run_1", Status: "approved", DecidedBy: "ada", DecidedVia: "console", Title: "T2",
+			Command: "/brief", GateLabel: "Review", Workflow: "Brief", Owner: "user:u1", Required: 1, Published: "# T2", Edited: true},
+			`{"holdId":"hld_1","runId":"run_1","status":"approved","decidedBy":"ada","decidedVia":"console","comment":"","title":"T2","command":"/brief","gateLabel":"Review","workflow":"Brief","owner":"user:u1","required":1,"published":"# T2","edited":true}`},
 		{HoldReminder{HoldID: "hld_1", RunID: "run_1", Title: "T", Command: "/brief", GateLabel: "Review", N: 1, Of: 3,
 			Stewards: []string{"U1"}, OpenedAt: "2026-01-02T03:04:05Z"},
 			`{"holdId":"hld_1","runId":"run_1","title":"T","command":"/brief","gateLabel":"Review","n":1,"of":3,"stewards":["U1"],"openedAt":"2026-01-02T03:04:05Z"}`},
 		{RunFinished{RunID: "run_1", Status: "failed", ErrorKind: "timeout", Error: "slow"},
 			`{"runId":"run_1","status":"failed","errorKind":"timeout","error":"slow"}`},
 		{MemoDispatched{RunID: "run_1", MemoID: "mem_1", Title: "T"}, `{"runId":"run_1","memoId":"mem_1","title":"T"}`},
-		{Unknown{EventType: "action_plan", Payload: map[string]any{"steps": []any{"a"}}}, `{"steps":["a"]}`},
+		{MemoDispatched{RunID: "run_1", MemoID: "mem_1", Title: "T", Body: "b"}, `{"runId":"run_1","memoId":"mem_1","title":"T","body":"b"}`},
+		{ActionPlan{Steps: []PlanStep{{Title: "Read", Description: "the thread"}}}, `{"steps":[{"title":"Read","description":"the thread"}]}`},
+		{Unknown{EventType: "permission", Payload: map[string]any{"steps": []any{"a"}}}, `{"steps":["a"]}`},
 	}
 	seen := map[string]bool{}
-	for _, c := range cases {
-		t.Run(c.ev.Type(), func(t *testing.T) {
+	for i, c := range cases {
+		t.Run(fmt.Sprint(c.ev.Type(), "/", i), func(t *testing.T) {
 			seen[c.ev.Type()] = true
 			p := Encode(c.ev, "engine")
 			if p.Type != c.ev.Type() || p.Actor != "engine" {
@@ -93,7 +111,7 @@ func TestRoundTrip(t *testing.T) {
 			}
 		})
 	}
-	for _, typ := range []string{TypeUserMessage, TypeAssistantMessage, TypeContext, TypeCommand, TypeToolResult, TypePolicySet,
+	for _, typ := range []string{TypeUserMessage, TypeAssistantMessage, TypeContext, TypeCommand, TypeActionPlan, TypeToolResult, TypePolicySet,
 		TypeCompactSummary, TypeRunStarted, TypeRunStep, TypeHoldOpened, TypeHoldApprovedPartial, TypeHoldDecided,
 		TypeHoldReminder, TypeRunFinished, TypeMemoDispatched} {
 		if !seen[typ] {
@@ -102,8 +120,59 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestDecodeWrongShape: a wrongly typed value is an error, and the event
+// still reads with that field empty and the others as written, as the
+// untyped readers read it.
 func TestDecodeWrongShape(t *testing.T) {
-	if _, err := Decode(&store.Event{Type: TypeRunStep, Payload: map[string]any{"step": "two"}}); err == nil {
+	ev, err := Decode(&store.Event{Type: TypeRunStep, Payload: map[string]any{"step": "two", "runId": "run_1", "kind": "llm"}})
+	if err == nil {
 		t.Fatal("a string step decoded")
+	}
+	if want := (RunStep{RunID: "run_1", Kind: "llm"}); ev != want {
+		t.Fatalf("got %#v, want %#v", ev, want)
+	}
+	ev, err = Decode(&store.Event{Type: TypeAssistantMessage, Payload: map[string]any{"text": 3.0, "runId": "run_1", "backfilled": true}})
+	if err == nil {
+		t.Fatal("a number text decoded")
+	}
+	if m := ev.(AssistantMessage); m.Text != "" || m.RunID != "run_1" || !m.Backfilled {
+		t.Fatalf("got %#v", m)
+	}
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	read := Read(context.Background(), log, &store.Event{ID: 7, Type: TypeHoldDecided, Payload: map[string]any{"holdId": []any{}, "status": "approved"}})
+	if read.(HoldDecided).Status != "approved" || !strings.Contains(logged.String(), "event_id=7") {
+		t.Fatalf("read %#v, logged %q", read, logged.String())
+	}
+}
+
+// TestOldRows: rows written before the additive keys decode with them
+// empty, which is how a reader knows to complete them from the store.
+func TestOldRows(t *testing.T) {
+	rows := []struct {
+		typ, json string
+		want      Event
+	}{
+		{TypeRunStarted, `{"runId":"run_1","itemId":"itm_1","command":"/brief"}`, RunStarted{RunID: "run_1", ItemID: "itm_1", Command: "/brief"}},
+		{TypeHoldOpened, `{"holdId":"hld_1","runId":"run_1","command":"/brief","gateLabel":"Review","preview":"p","title":"T"}`,
+			HoldOpened{HoldID: "hld_1", RunID: "run_1", Command: "/brief", GateLabel: "Review", Preview: "p", Title: "T"}},
+		{TypeHoldDecided, `{"holdId":"hld_1","runId":"run_1","status":"rejected","decidedBy":"ada","decidedVia":"slack","comment":"no"}`,
+			HoldDecided{HoldID: "hld_1", RunID: "run_1", Status: "rejected", DecidedBy: "ada", DecidedVia: "slack", Comment: "no"}},
+		{TypeMemoDispatched, `{"runId":"run_1","memoId":"mem_1","title":"T"}`, MemoDispatched{RunID: "run_1", MemoID: "mem_1", Title: "T"}},
+	}
+	for _, r := range rows {
+		t.Run(r.typ, func(t *testing.T) {
+			var p map[string]any
+			if err := json.Unmarshal([]byte(r.json), &p); err != nil {
+				t.Fatal(err)
+			}
+			got, err := Decode(&store.Event{Type: r.typ, Payload: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, r.want) {
+				t.Fatalf("got %#v, want %#v", got, r.want)
+			}
+		})
 	}
 }

@@ -58,6 +58,7 @@ type Server struct {
 	t testing.TB
 
 	mu        sync.Mutex
+	changed   chan struct{} // closed, and replaced, after every call: Wait's signal
 	calls     []Call
 	lastMicro int64
 	failures  []failure
@@ -125,7 +126,7 @@ type failure struct {
 
 // New starts a fake Slack; it stops with the test.
 func New(t testing.TB) *Server {
-	s := &Server{t: t, acks: make(chan string, 1024), connected: make(chan struct{}, 16), messages: map[string][]*Message{},
+	s := &Server{t: t, changed: make(chan struct{}), acks: make(chan string, 1024), connected: make(chan struct{}, 16), messages: map[string][]*Message{},
 		homes: map[string]json.RawMessage{}, ackPayloads: map[string]json.RawMessage{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.api)
@@ -140,6 +141,26 @@ func New(t testing.TB) *Server {
 		s.Close()
 	})
 	return s
+}
+
+// Changed is closed when the next Web API call after it has been answered
+// (or, for a slow post, has posted its message), so a test can wait on
+// what Slack sees instead of polling it.
+func (s *Server) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+func (s *Server) signalLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *Server) signal() {
+	s.mu.Lock()
+	s.signalLocked()
+	s.mu.Unlock()
 }
 
 // APIURL is the base URL for slack.OptionAPIURL / SLACK_API_URL.
@@ -292,6 +313,7 @@ func (s *Server) nextTS() string {
 }
 
 func (s *Server) api(w http.ResponseWriter, r *http.Request) {
+	defer s.signal()
 	method := strings.TrimPrefix(r.URL.Path, "/api/")
 	form := map[string]string{}
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
@@ -363,6 +385,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		if d := s.postDelay; d > 0 {
 			s.calls = append(s.calls, call)
 			s.inFlight++
+			s.signalLocked()
 			s.mu.Unlock()
 			t := time.NewTimer(d)
 			select {
