@@ -296,25 +296,34 @@ func (c *Console) sessionShow(w http.ResponseWriter, r *http.Request) {
 	if s.EventCount > int64(len(evs)) {
 		v.Older = fmt.Sprintf("Showing the latest %d of %d events.", len(evs), s.EventCount)
 	}
-	v.Poll = pollView(s.ID, evs)
+	v.Poll = pollView(s.ID, lastTS(evs), s.Status)
 	c.render(w, r, http.StatusOK, templates.SessionPage(v))
 }
 
-// pollView points the live tail after the newest event shown.
-func pollView(sessionID string, evs []*store.Event) templates.PollView {
+// pollView is the transcript's next poll: after the last event shown, with
+// the status shown, so a status that moves without an event of its own (a
+// cancelled turn, a turn settled between the page's two reads) still
+// reaches the page.
+func pollView(sessionID string, after time.Time, status string) templates.PollView {
 	q := url.Values{}
-	if len(evs) > 0 {
-		q.Set("after", evs[len(evs)-1].TS.UTC().Format(time.RFC3339Nano))
+	if !after.IsZero() {
+		q.Set("after", after.UTC().Format(time.RFC3339Nano))
 	}
-	u := "/sessions/" + sessionID + "/events"
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	return templates.PollView{URL: u}
+	q.Set("status", status)
+	return templates.PollView{URL: "/sessions/" + sessionID + "/events?" + q.Encode()}
 }
 
-// sessionEvents answers the transcript's poll: 204 when nothing is new (htmx
-// then leaves the page alone), else the new events and a new tail.
+// lastTS is the time of the last event in evs (zero when there is none).
+func lastTS(evs []*store.Event) time.Time {
+	if len(evs) == 0 {
+		return time.Time{}
+	}
+	return evs[len(evs)-1].TS
+}
+
+// sessionEvents answers the transcript's poll: 204 when nothing is new (no
+// event, the status as shown; htmx then leaves the page alone), else the
+// new events, the status and a new tail.
 func (c *Console) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := chi.URLParam(r, "id")
@@ -335,14 +344,17 @@ func (c *Console) sessionEvents(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	if len(evs) == 0 {
-		w.WriteHeader(http.StatusNoContent)
-		return
-	}
 	s, err := c.Sessions.GetByID(ctx, id)
 	if err != nil {
 		c.fail(w, r, err)
 		return
+	}
+	if len(evs) == 0 && s.Status == r.URL.Query().Get("status") {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if len(evs) > 0 {
+		after = lastTS(evs)
 	}
 	cur := from(ctx)
 	names := c.userNames(ctx)
@@ -350,7 +362,7 @@ func (c *Console) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	for _, e := range evs {
 		views = append(views, c.eventView(ctx, e, names, cur.id.AtLeast(store.RoleSteward), cur.session.CSRFToken))
 	}
-	c.render(w, r, http.StatusOK, templates.EventsFragment(views, pollView(id, evs), s.Status))
+	c.render(w, r, http.StatusOK, templates.EventsFragment(views, pollView(id, after, s.Status), s.Status))
 }
 
 // userNames maps "user:<id>" actors to usernames for display.

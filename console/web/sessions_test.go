@@ -163,13 +163,15 @@ func TestSessionPageAndActions(t *testing.T) {
 	t.Run("PollAfter", func(t *testing.T) {
 		evs, err := b.sess.Events(ctx, id, time.Time{}, 1000)
 		require.NoError(t, err)
-		last := evs[len(evs)-1].TS.Format(time.RFC3339Nano)
-		status, body := viewer.get(path + "/events?after=" + url.QueryEscape(last))
+		s, err := b.sess.GetByID(ctx, id)
+		require.NoError(t, err)
+		last := url.QueryEscape(evs[len(evs)-1].TS.Format(time.RFC3339Nano)) + "&status=" + s.Status
+		status, body := viewer.get(path + "/events?after=" + last)
 		require.Equal(t, http.StatusNoContent, status)
 		require.Empty(t, body)
 		_, err = b.sess.AppendEvent(ctx, id, store.EventAssistantMessage, "holdfast", map[string]any{"text": "**new** reply"})
 		require.NoError(t, err)
-		status, body = viewer.get(path + "/events?after=" + url.QueryEscape(last))
+		status, body = viewer.get(path + "/events?after=" + last)
 		require.Equal(t, http.StatusOK, status)
 		require.Contains(t, body, "<strong>new</strong> reply")
 		require.Contains(t, body, `id="poll"`, "the fragment carries the next tail")
@@ -180,6 +182,26 @@ func TestSessionPageAndActions(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, status)
 		status, _ = viewer.get("/sessions/ses_missing")
 		require.Equal(t, http.StatusNotFound, status)
+	})
+
+	// The page read the session before its transcript: a turn that settled
+	// between the two reads left the page showing the reply with the old
+	// status, and a cancelled turn appends no event at all. The poll
+	// carries the status the page shows and answers when it moved.
+	t.Run("PollFollowsTheStatus", func(t *testing.T) {
+		evs, err := b.sess.Events(ctx, id, time.Time{}, 1000)
+		require.NoError(t, err)
+		s, err := b.sess.GetByID(ctx, id)
+		require.NoError(t, err)
+		last := url.QueryEscape(evs[len(evs)-1].TS.Format(time.RFC3339Nano))
+		status, body := viewer.get(path + "/events?after=" + last + "&status=" + store.SessionRunning)
+		require.Equal(t, http.StatusOK, status, "the page shows running; the session is %s", s.Status)
+		require.Contains(t, body, `id="session-status"`)
+		require.Contains(t, body, ">"+s.Status+"<")
+		require.Zero(t, strings.Count(body, `<li class="event`), "no event is new")
+		require.Contains(t, body, "status="+s.Status, "the next poll carries the status now shown")
+		status, _ = viewer.get(path + "/events?after=" + last + "&status=" + s.Status)
+		require.Equal(t, http.StatusNoContent, status, "nothing moved")
 	})
 
 	t.Run("SlackSessionHasNoMessageBox", func(t *testing.T) {
