@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,22 +17,21 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
-	"github.com/holdfast-bot/holdfast/store/sqlite"
+	"github.com/holdfast-bot/holdfast/store/testdb"
 )
 
 // process is one Holdfast process on a shared database: its own store
 // handle, engine and sessions runtime, as a replica would have.
 type process struct {
-	db  *sqlite.DB
+	db  store.Store
 	eng *engine.Engine
 	svc *sessions.Service
 }
 
-func startProcess(t *testing.T, path, runner string, llm *fakellm.Server, start bool) *process {
+func startProcess(t *testing.T, data *testdb.DB, runner string, llm *fakellm.Server, start bool) *process {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: path})
-	require.NoError(t, err)
+	db := data.Open(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	models := model.NewRegistry("openai:slow", model.Config{OpenAIBaseURL: llm.URL, HTTPClient: llm.Client()})
 	eng := engine.New(engine.Config{Workers: 2, RunnerID: runner, DisableScheduler: true, PassInterval: time.Hour,
@@ -51,7 +49,6 @@ func startProcess(t *testing.T, path, runner string, llm *fakellm.Server, start 
 		cancel()
 		<-done
 		svc.Close()
-		require.NoError(t, db.Close())
 	})
 	return &process{db: db, eng: eng, svc: svc}
 }
@@ -64,9 +61,9 @@ func TestCancelAcrossProcesses(t *testing.T) {
 	ctx := context.Background()
 	llm := fakellm.New(true)
 	t.Cleanup(llm.Close)
-	path := filepath.Join(t.TempDir(), "shared.db")
-	a := startProcess(t, path, "a", llm, true)
-	b := startProcess(t, path, "b", llm, false)
+	data := testdb.New(t)
+	a := startProcess(t, data, "a", llm, true)
+	b := startProcess(t, data, "b", llm, false)
 	require.NoError(t, library.New(a.db, slog.New(slog.NewTextHandler(io.Discard, nil))).SeedExamples(ctx))
 	ada := engine.Decider{UserID: "ada", Username: "ada", Role: store.RoleSteward, Via: "api"}
 	arrived := func() {
