@@ -510,8 +510,9 @@ type EngineStore interface {
 
 	// WorkSubscribe calls fn after every commit that gave runners something
 	// to do: items enqueued (WorkQueued), a hold approved so its run may
-	// resume (WorkResumable), cancel requests recorded for running runs
-	// (WorkCancel, with their ids). A store shared by several processes
+	// resume (WorkResumable), cancel requests recorded for running runs or
+	// chat turns (WorkCancel, with their ids: RunCancelRequest's run ids,
+	// SessionTurnCancel's turn id). A store shared by several processes
 	// (PostgreSQL, §9) notifies every one of them, which is how an enqueue on
 	// one replica starts the run on any replica within milliseconds and
 	// /terminate on one cancels a model call running on another. A wake-up,

@@ -420,7 +420,8 @@ func (db *DB) SessionTurnHeartbeat(ctx context.Context, sessionID, turnID string
 	return cancel, nil
 }
 
-// SessionTurnCancel records a cancel request for a turn.
+// SessionTurnCancel records a cancel request for a turn and tells every
+// replica at commit, so the one answering it stops at once.
 func (db *DB) SessionTurnCancel(ctx context.Context, sessionID, turnID, reason string) error {
 	return db.tx(ctx, func(ctx context.Context, tx *txn) error {
 		tag, err := tx.Exec(ctx, `UPDATE sessions SET turn_cancel = $1 WHERE id = $2 AND active_run_id = $3`, reason, sessionID, turnID)
@@ -429,6 +430,9 @@ func (db *DB) SessionTurnCancel(ctx context.Context, sessionID, turnID, reason s
 		}
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("%w: session %s is not running %s", store.ErrConflict, sessionID, turnID)
+		}
+		for _, n := range cancelNotices([]string{turnID}, reason) {
+			tx.notifyWork(n)
 		}
 		return nil
 	})
