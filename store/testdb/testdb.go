@@ -143,3 +143,21 @@ func (d *DB) Exec(t testing.TB, query string) {
 		}
 	}
 }
+
+// DSN answers the database as HOLDFAST_DB names it, for a test that runs
+// the real binary on it: the SQLite file's path or the PostgreSQL URL.
+func (d *DB) DSN() string {
+	if d.kind == Postgres {
+		return d.url
+	}
+	return d.path
+}
+
+// SQLiteOnly skips t in the PostgreSQL pass: t is about SQLite itself (its
+// files, a kill -9 beside them) and already ran in the SQLite pass.
+func SQLiteOnly(t testing.TB) {
+	t.Helper()
+	if Selected() != SQLite {
+		t.Skipf("about SQLite's files: runs when %s is unset (the SQLite pass)", EnvStore)
+	}
+}
