@@ -138,9 +138,17 @@ func TestStewardshipThroughTheBinary(t *testing.T) {
 		}
 		return false
 	}, 30*time.Second, 10*time.Millisecond, "the card shows the decision and the published text")
-	eph := fake.Delivered("chat.postEphemeral")
-	require.NotEmpty(t, eph)
-	require.Contains(t, eph[len(eph)-1].Form["text"], "You approved *Otters* with your edit")
+	// The ephemeral outcome is an outbox message of its own, not ordered
+	// after the card's update: it may arrive after the card shows the
+	// decision.
+	require.Eventually(t, func() bool {
+		for _, e := range fake.Delivered("chat.postEphemeral") {
+			if strings.Contains(e.Form["text"], "You approved *Otters* with your edit") {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 10*time.Millisecond, "the steward hears the outcome")
 
 	p.Stop(t)
 }
