@@ -37,13 +37,21 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 	if payload == nil {
 		payload = map[string]any{}
 	}
+	// A new session's id is minted before the item is written, so the item
+	// is inserted with it (one statement fewer than inserting and then
+	// pointing it at the session); the session itself is written only if
+	// the item is new. session_id has no foreign key: '' means none.
+	sessionID := p.SessionID
+	if sessionID == "" && p.NewSession != nil {
+		sessionID = store.NewID("ses")
+	}
 	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
 		it, created = nil, false
 		now := utc(time.Now())
 		tag, err := tx.Exec(ctx, `INSERT INTO workflow_queue_items (id, owner_uid, workflow_memo_id, command,
 			dedupe_key, payload, session_id, target_version, trace_context, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 			ON CONFLICT (workflow_memo_id, dedupe_key) DO NOTHING`,
-			p.ID, p.OwnerUID, p.WorkflowMemoID, p.Command, p.DedupeKey, encodeJSON(payload), p.SessionID, p.TargetVersion,
+			p.ID, p.OwnerUID, p.WorkflowMemoID, p.Command, p.DedupeKey, encodeJSON(payload), sessionID, p.TargetVersion,
 			p.TraceContext, now)
 		if err != nil {
 			return err
@@ -54,15 +62,10 @@ func (db *DB) QueueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 			return err
 		}
 		created = true
-		sessionID := p.SessionID
-		if sessionID == "" && p.NewSession != nil {
+		if p.SessionID == "" && p.NewSession != nil {
 			sp := *p.NewSession
 			sp.Tags = append(append([]string{}, sp.Tags...), "workflow:"+p.ID)
-			sessionID = store.NewID("ses")
 			if err := sessionInsertTx(ctx, tx, sessionID, &sp); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `UPDATE workflow_queue_items SET session_id = $1 WHERE id = $2`, sessionID, p.ID); err != nil {
 				return err
 			}
 		}
