@@ -209,7 +209,7 @@ func TestDecisionResumesOnAnotherReplica(t *testing.T) {
 		held := next(engine.EventHoldOpened, it.ID)
 		_, err = a.eng.Decide(ctx, engine.DecideParams{HoldID: held.HoldID, Decision: "approve", Decider: ada})
 		require.NoError(t, err)
-		t0 := time.Now() // the decision is made (committed): from here on it is b's wake-up
+		t0 := time.Now()           // the decision is made (committed): from here on it is b's wake-up
 		resumed := next("", it.ID) // b's first word of the run since it suspended
 		lat = append(lat, resumed.at.Sub(t0))
 		done := next(engine.EventRunFinished, it.ID)
