@@ -102,13 +102,21 @@ func (s *Service) terminate(ctx context.Context, id string, by engine.Decider) (
 	res := &CommandResult{Command: CmdTerminate}
 	switch {
 	case t != nil:
-		t.cancel(terminated{actor})
+		// A turn already writing its answer has finished: it is waited
+		// for, not cancelled (its reply stands, and the session may read
+		// done before the turn leaves s.turns).
+		s.mu.Lock()
+		settling := t.settling
+		s.mu.Unlock()
+		if !settling {
+			t.cancel(terminated{actor})
+		}
 		select {
 		case <-t.done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		res.CancelledTurn = true
+		res.CancelledTurn = !settling
 	case remote != "":
 		if res.CancelledTurn, err = s.cancelRemote(ctx, id, remote, actor); err != nil {
 			return nil, err
