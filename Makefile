@@ -5,7 +5,7 @@ export CGO_ENABLED := 1
 
 BIN := bin/bot
 
-.PHONY: run build test check generate bench fuzz
+.PHONY: run build test test-postgres check generate bench fuzz
 
 run: build
 	./$(BIN) serve
@@ -18,12 +18,28 @@ build:
 # prints nothing of a passing package, so a suite that skips for a missing tool
 # (the browser tests without Chromium) writes one line to $(TEST_NOTES), printed
 # after the results.
+#
+# Then the suites that open their store through store/testdb (engine,
+# bridge, API and console) run again on PostgreSQL (HOLDFAST_TEST_STORE),
+# when HOLDFAST_TEST_POSTGRES names a server, and always under CI, where a
+# missing server fails them.
 TEST_NOTES := $(CURDIR)/.test-notes
+PG_SUITES = $$(go list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | \
+	  awk '{ for (i = 2; i <= NF; i++) if ($$i ~ /\/store\/testdb$$/) { print $$1; break } }')
 test: check
 	@rm -f "$(TEST_NOTES)"
 	@echo "go test -race -count=1 ./..."
 	@HOLDFAST_TEST_NOTES="$(TEST_NOTES)" go test -race -count=1 ./...; rc=$$?; \
-	  if [ -s "$(TEST_NOTES)" ]; then cat "$(TEST_NOTES)"; fi; rm -f "$(TEST_NOTES)"; exit $$rc
+	  if [ $$rc -eq 0 ] && { [ -n "$$HOLDFAST_TEST_POSTGRES" ] || [ -n "$$CI" ]; }; then \
+	    pkgs="$(PG_SUITES)"; \
+	    echo "HOLDFAST_TEST_STORE=postgres go test -race -count=1" $$pkgs; \
+	    HOLDFAST_TEST_STORE=postgres HOLDFAST_TEST_NOTES="$(TEST_NOTES)" go test -race -count=1 $$pkgs; rc=$$?; \
+	  fi; \
+	  if [ -s "$(TEST_NOTES)" ]; then sort -u "$(TEST_NOTES)"; fi; rm -f "$(TEST_NOTES)"; exit $$rc
+
+# test-postgres runs only the PostgreSQL pass of test.
+test-postgres:
+	HOLDFAST_TEST_STORE=postgres go test -race -count=1 $(PG_SUITES)
 
 # check fails on unformatted code, vet findings or stale templ output.
 check:

@@ -20,6 +20,7 @@ import (
 	"github.com/holdfast-bot/holdfast/cmd/bot/bottest"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
+	"github.com/holdfast-bot/holdfast/store/testdb"
 )
 
 // TestKill9PostsNoSlackMessageTwice is SPEC §5's exactly-once rule (and
@@ -34,6 +35,7 @@ func TestKill9PostsNoSlackMessageTwice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}
+	testdb.SQLiteOnly(t)
 	t.Parallel()
 	dir := t.TempDir()
 	bin := bottest.Binary(t)

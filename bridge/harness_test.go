@@ -15,7 +15,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,8 +37,8 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
-	"github.com/holdfast-bot/holdfast/store/sqlite"
 	"github.com/holdfast-bot/holdfast/store/storetest"
+	"github.com/holdfast-bot/holdfast/store/testdb"
 )
 
 const secret = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -48,7 +47,7 @@ const secret = "8f742231b10e8888abcd99yyyzzz85a5"
 // talking to a fake Slack.
 type testBundle struct {
 	ctx     context.Context
-	store   *sqlite.DB
+	store   store.Store
 	slack   *fakeslack.Server
 	bridge  *bridge.Bridge
 	signals *bridge.TestSignals
@@ -86,8 +85,7 @@ type setupOpts struct {
 func setup(t testing.TB, o setupOpts) *testBundle {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "holdfast.db"), Sync: o.sync})
-	require.NoError(t, err)
+	db := testdb.Open(t, testdb.Options{SQLiteSync: o.sync})
 	log := discard()
 	tb := &testBundle{ctx: ctx, store: db, slack: fakeslack.New(t), keys: map[string]string{}}
 	api := slack.New("xoxb-test", slack.OptionAPIURL(tb.slack.APIURL()))
@@ -153,7 +151,6 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 		wg.Wait()
 		tb.sessions.Close()
 		tb.srv.Close()
-		require.NoError(t, db.Close())
 	})
 	return tb
 }

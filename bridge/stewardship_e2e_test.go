@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
 	"github.com/holdfast-bot/holdfast/cmd/bot/bottest"
+	"github.com/holdfast-bot/holdfast/store/testdb"
 )
 
 // signedPost sends body to a running bot as Slack would, signed.
@@ -52,12 +52,11 @@ func TestStewardshipThroughTheBinary(t *testing.T) {
 		t.Skip("builds and runs the real binary")
 	}
 	t.Parallel()
-	dir := t.TempDir()
 	bin := bottest.Binary(t)
 
 	fake := fakeslack.New(t)
 	fake.AddUser(fakeslack.User{ID: "U1", Name: "ada", DisplayName: "Ada"})
-	env := append(os.Environ(), "HOLDFAST_DB="+filepath.Join(dir, "holdfast.db"), "HOLDFAST_ADMIN_PASSWORD=e2e-pw",
+	env := append(os.Environ(), "HOLDFAST_DB="+testdb.New(t).DSN(), "HOLDFAST_ADMIN_PASSWORD=e2e-pw",
 		"HOLDFAST_BASE_URL=http://holdfast.test", "SLACK_BOT_TOKEN=xoxb-test", "SLACK_SIGNING_SECRET="+secret,
 		"SLACK_API_URL="+fake.APIURL(), "SLACK_STEWARDS=USTEWARD", "SLACK_APP_TOKEN=") // HTTP mode
 	p := bottest.Start(t, bin, env)

@@ -2,11 +2,9 @@ package bridge_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +15,7 @@ import (
 	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
 	"github.com/holdfast-bot/holdfast/cmd/bot/bottest"
 	"github.com/holdfast-bot/holdfast/store"
-	"github.com/holdfast-bot/holdfast/store/sqlite"
+	"github.com/holdfast-bot/holdfast/store/testdb"
 )
 
 // TestThreadsThroughTheBinary is issue 11's Slack acceptance, with the
@@ -34,14 +32,13 @@ func TestThreadsThroughTheBinary(t *testing.T) {
 		t.Skip("builds and runs the real binary")
 	}
 	t.Parallel()
-	dir := t.TempDir()
 	bin := bottest.Binary(t)
 
 	fake := fakeslack.New(t)
 	fake.SetUser("U1", "ada", "Ada", "Ada Lovelace")
 	fake.SetUser("U2", "bob", "Bob", "Bob Babbage")
-	db := filepath.Join(dir, "holdfast.db")
-	p := bottest.Start(t, bin, append(os.Environ(), "HOLDFAST_DB="+db, "HOLDFAST_ADMIN_PASSWORD=threads-test-pw",
+	data := testdb.New(t)
+	p := bottest.Start(t, bin, append(os.Environ(), "HOLDFAST_DB="+data.DSN(), "HOLDFAST_ADMIN_PASSWORD=threads-test-pw",
 		"SLACK_BOT_TOKEN=xoxb-test", "SLACK_SIGNING_SECRET="+secret, "SLACK_API_URL="+fake.APIURL(), "SLACK_APP_TOKEN="))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -49,9 +46,7 @@ func TestThreadsThroughTheBinary(t *testing.T) {
 			t.Logf("serve's log:\n%s", log[max(0, len(log)-8000):])
 		}
 	})
-	s, err := sqlite.Open(context.Background(), sqlite.Config{Path: db}) // WAL: the test reads beside the process
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	s := data.Open(t) // the test reads beside the process
 
 	var seq int
 	ts := func() string {

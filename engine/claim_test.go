@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -191,11 +190,7 @@ func TestPersistentClaimFailureBacksOff(t *testing.T) {
 
 	// The cause goes away (the item no longer names a missing session): the
 	// next attempt after the delay claims it, and the streak's end is logged.
-	raw, err := sql.Open("sqlite3", b.path)
-	require.NoError(t, err)
-	defer raw.Close()
-	_, err = raw.Exec(`UPDATE workflow_queue_items SET session_id = '' WHERE dedupe_key = 'poison'`)
-	require.NoError(t, err)
+	b.data.Exec(t, `UPDATE workflow_queue_items SET session_id = '' WHERE dedupe_key = 'poison'`)
 	b.clock.Advance(last)
 	runs := e.acquire(ctx, 3)
 	require.Len(t, runs, 1)

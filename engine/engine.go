@@ -396,11 +396,15 @@ func (e *Engine) worker(ctx context.Context, n int) {
 		}
 		for ctx.Err() == nil {
 			runs := e.acquire(ctx, 3)
-			if len(runs) == 0 {
-				break
-			}
 			for _, r := range runs {
 				e.executeAsync(ctx, r)
+			}
+			// A short batch means the queue held no more when it was
+			// read; work enqueued since has woken a worker of its own
+			// (the wake-up waits in e.wake), so looking again would only
+			// cost a round trip that finds nothing.
+			if len(runs) < 3 {
+				break
 			}
 		}
 	}

@@ -2,10 +2,8 @@ package engine
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,7 +16,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/store"
-	"github.com/holdfast-bot/holdfast/store/sqlite"
+	"github.com/holdfast-bot/holdfast/store/testdb"
 )
 
 // clock is a movable test clock.
@@ -28,8 +26,8 @@ func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c
 func (c *clock) Advance(d time.Duration) { c.off.Add(int64(d)) }
 
 type testBundle struct {
-	path   string
-	db     *sqlite.DB
+	data   *testdb.DB
+	db     store.Store
 	lib    *library.Service
 	eng    *Engine
 	clock  *clock
@@ -47,10 +45,9 @@ type setupOpts struct {
 func setup(t *testing.T, o setupOpts) *testBundle {
 	t.Helper()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "h.db")
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: path})
-	require.NoError(t, err)
-	b := &testBundle{db: db, path: path, lib: library.New(db, nil), clock: &clock{}, events: make(chan Event, 4096)}
+	data := testdb.New(t)
+	db := data.Open(t)
+	b := &testBundle{db: db, data: data, lib: library.New(db, nil), clock: &clock{}, events: make(chan Event, 4096)}
 	b.llm = fakellm.New(o.blockLLM)
 	t.Cleanup(b.llm.Close)
 	cfg := o.cfg
@@ -82,7 +79,6 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 		cancel()
 		<-done
 		b.llm.Unblock()
-		require.NoError(t, db.Close())
 	})
 	return b
 }
@@ -227,10 +223,14 @@ func (b *testBundle) eventTypes(t *testing.T, sessionID string) []string {
 	t.Helper()
 	ses, err := b.db.SessionGetByID(context.Background(), sessionID)
 	require.NoError(t, err)
-	evs, err := listEvents(b.path, sessionID)
+	evs, err := b.db.EventList(context.Background(), &store.EventListParams{SessionID: sessionID})
 	require.NoError(t, err)
 	require.Equal(t, int(ses.EventCount), len(evs))
-	return evs
+	types := make([]string, len(evs))
+	for i, ev := range evs {
+		types[i] = ev.Type
+	}
+	return types
 }
 
 func TestEnqueueIdempotentUnderConcurrency(t *testing.T) {
@@ -916,47 +916,18 @@ func TestScheduleEnqueuesMissedSlotOnce(t *testing.T) {
 	require.Equal(t, int64(1), n)
 }
 
-// listEvents reads a transcript's event types straight from the file (the
-// session event API belongs to the sessions feature).
-func listEvents(path, sessionID string) ([]string, error) {
-	raw, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
-	if err != nil {
-		return nil, err
-	}
-	defer raw.Close()
-	rows, err := raw.Query(`SELECT type FROM session_events WHERE session_id = ? ORDER BY id`, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var typ string
-		if err := rows.Scan(&typ); err != nil {
-			return nil, err
-		}
-		out = append(out, typ)
-	}
-	return out, rows.Err()
-}
-
 func TestSchedulerEnqueuesTheMissedSlotAtStart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "s.db")
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: path})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	data := testdb.New(t)
+	db := data.Open(t)
 	doc := strings.Replace(wfDoc("/hourly"), "- **Status**", "- **Invoke** `every 1h`\n- **Status**", 1)
 	memo, _, err := library.New(db, nil).ImportWorkflow(ctx, "", doc)
 	require.NoError(t, err)
 	// The workflow has existed for a day, so the latest hourly slot is one
 	// the service missed while down (slots before a workflow existed are not).
-	raw, err := sql.Open("sqlite3", "file:"+path)
-	require.NoError(t, err)
-	_, err = raw.Exec(`UPDATE memos SET created_at = ? WHERE id = ?`, time.Now().UTC().Add(-24*time.Hour).Format("2006-01-02T15:04:05.000000Z"), memo.ID)
-	require.NoError(t, err)
-	require.NoError(t, raw.Close())
+	data.Exec(t, fmt.Sprintf(`UPDATE memos SET created_at = '%s' WHERE id = '%s'`,
+		time.Now().UTC().Add(-24*time.Hour).Format("2006-01-02T15:04:05.000000Z"), memo.ID))
 
 	e := New(Config{PassInterval: time.Hour}, db, model.NewRegistry("template", model.Config{}), nil)
 	finished := make(chan Event, 16)

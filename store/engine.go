@@ -529,8 +529,9 @@ type EngineStore interface {
 
 	// WorkSubscribe calls fn after every commit that gave runners something
 	// to do: items enqueued (WorkQueued), a hold approved so its run may
-	// resume (WorkResumable), cancel requests recorded for running runs
-	// (WorkCancel, with their ids), a lease released (WorkLeaseFree, so a
+	// resume (WorkResumable), cancel requests recorded for running runs or
+	// chat turns (WorkCancel, with their ids: RunCancelRequest's run ids,
+	// SessionTurnCancel's turn id), a lease released (WorkLeaseFree, so a
 	// follower takes over at once). A store shared by several processes
 	// (PostgreSQL, §9) notifies every one of them, which is how an enqueue on
 	// one replica starts the run on any replica within milliseconds and

@@ -435,7 +435,9 @@ type SessionStore interface {
 	// session no longer running turnID is ErrConflict.
 	SessionTurnHeartbeat(ctx context.Context, sessionID, turnID string, now time.Time) (cancel string, err error)
 	// SessionTurnCancel records a cancel request for the session's active
-	// run turnID (ErrConflict when it is no longer active).
+	// run turnID (ErrConflict when it is no longer active) and sends it as a
+	// WorkCancel notice, so the process answering the turn stops it at once
+	// instead of at its next heartbeat.
 	SessionTurnCancel(ctx context.Context, sessionID, turnID, reason string) error
 	// SessionTurnsInterrupt settles every session whose active run's
 	// heartbeat is older than staleBefore as failed with reason.

@@ -14,12 +14,11 @@ import (
 
 	"github.com/holdfast-bot/holdfast/console/api"
 	"github.com/holdfast-bot/holdfast/store"
-	"github.com/holdfast-bot/holdfast/store/sqlite"
 )
 
 type testBundle struct {
 	srv  *httptest.Server
-	db   *sqlite.DB
+	db   store.Store
 	keys map[string]string // role → API key
 }
 

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -26,7 +25,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
-	"github.com/holdfast-bot/holdfast/store/sqlite"
+	"github.com/holdfast-bot/holdfast/store/testdb"
 )
 
 const internalKey = "internal-test-key"
@@ -37,9 +36,7 @@ const internalKey = "internal-test-key"
 func engineSetup(t *testing.T, key string) *testBundle {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "api.db")})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
+	db := testdb.Open(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	lib := library.New(db, log)
 	require.NoError(t, lib.SeedExamples(ctx))

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,13 +21,13 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
-	"github.com/holdfast-bot/holdfast/store/sqlite"
 	"github.com/holdfast-bot/holdfast/store/storetest"
+	"github.com/holdfast-bot/holdfast/store/testdb"
 )
 
 type apiBundle struct {
 	srv     *httptest.Server
-	db      *sqlite.DB
+	db      store.Store
 	svc     *sessions.Service
 	steward string // API key
 	viewer  string
@@ -38,8 +37,7 @@ type apiBundle struct {
 func setupAPI(t *testing.T, internalKey string) *apiBundle {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "h.db")})
-	require.NoError(t, err)
+	db := testdb.Open(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: model.NewRegistry("template", model.Config{}), DefaultModel: "template"}, nil, log)
 	b := &apiBundle{db: db, svc: svc}
@@ -58,7 +56,6 @@ func setupAPI(t *testing.T, internalKey string) *apiBundle {
 	t.Cleanup(func() {
 		b.srv.Close()
 		svc.Close()
-		require.NoError(t, db.Close())
 	})
 	return b
 }

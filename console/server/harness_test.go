@@ -13,7 +13,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -35,7 +34,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
-	"github.com/holdfast-bot/holdfast/store/sqlite"
+	"github.com/holdfast-bot/holdfast/store/testdb"
 )
 
 const (
@@ -52,7 +51,7 @@ const (
 // bridge's HTTP handler is mounted without starting its workers, so a
 // delivery it accepts stays in the inbox, where a test can count it.
 type stack struct {
-	db   *sqlite.DB
+	db   store.Store
 	eng  *engine.Engine
 	sess *sessions.Service
 	srv  *httptest.Server
@@ -64,9 +63,7 @@ type stack struct {
 func newStack(t testing.TB) *stack {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "holdfast.db"), Sync: "normal"})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
+	db := testdb.Open(t, testdb.Options{SQLiteSync: "normal"})
 	log := slog.New(slog.DiscardHandler)
 	lib := library.New(db, log)
 	require.NoError(t, lib.SeedExamples(ctx))

@@ -8,7 +8,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -25,14 +24,14 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
-	"github.com/holdfast-bot/holdfast/store/sqlite"
+	"github.com/holdfast-bot/holdfast/store/testdb"
 )
 
 const testPassword = "correct horse battery"
 
 // bundle is one console over a real SQLite file behind the real router.
 type bundle struct {
-	db      *sqlite.DB
+	db      store.Store
 	lib     *library.Service
 	sess    *sessions.Service
 	eng     *engine.Engine
@@ -59,9 +58,7 @@ func setupWith(t testing.TB, opt func(*web.Deps)) *bundle {
 func setupBundle(t testing.TB, opt func(*web.Deps), start bool) *bundle {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "holdfast.db"), Sync: "normal"})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
+	db := testdb.Open(t, testdb.Options{SQLiteSync: "normal"})
 	log := slog.New(slog.DiscardHandler)
 	lib := library.New(db, log)
 	require.NoError(t, lib.SeedExamples(ctx))

@@ -171,10 +171,15 @@ func (c *Console) runShow(w http.ResponseWriter, r *http.Request) {
 	run, err := c.Store.RunGetByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		// A re-run (or any item) not claimed yet has no run: its page says
-		// it is queued and refreshes until the run exists.
-		if it, ierr := c.Store.QueueItemGetByID(ctx, store.ItemIDForRun(id)); ierr == nil && it.Status == store.ItemPending {
-			c.renderQueued(w, r, id, it)
-			return
+		// it is queued and refreshes until the run exists. An item no
+		// longer pending was claimed between the two reads (the claim
+		// writes the item and its run together): the run exists now.
+		if it, ierr := c.Store.QueueItemGetByID(ctx, store.ItemIDForRun(id)); ierr == nil {
+			if it.Status == store.ItemPending {
+				c.renderQueued(w, r, id, it)
+				return
+			}
+			run, err = c.Store.RunGetByID(ctx, id)
 		}
 	}
 	if err != nil {

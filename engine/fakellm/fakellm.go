@@ -19,6 +19,7 @@ type Server struct {
 	*httptest.Server
 	calls   atomic.Int64
 	arrived chan struct{}
+	gone    chan struct{}
 	// Fail, when set to an HTTP status, makes every call answer that status
 	// with an OpenAI-shaped error body.
 	Fail atomic.Int32
@@ -48,7 +49,7 @@ func (s *Server) Requests() []map[string]any {
 
 // New starts a server; blocked says whether calls block from the start.
 func New(blocked bool) *Server {
-	s := &Server{arrived: make(chan struct{}, 1<<16)}
+	s := &Server{arrived: make(chan struct{}, 1<<16), gone: make(chan struct{}, 1<<16)}
 	if blocked {
 		s.blocked = make(chan struct{})
 	}
@@ -61,6 +62,11 @@ func (s *Server) Calls() int64 { return s.calls.Load() }
 
 // Arrived receives one value per request as it arrives.
 func (s *Server) Arrived() <-chan struct{} { return s.arrived }
+
+// Gone receives one value per blocked call whose caller went away (the
+// call was cancelled), as the server sees it: a test measuring how fast a
+// cancel reaches a model call waits on it.
+func (s *Server) Gone() <-chan struct{} { return s.gone }
 
 // Unblock lets waiting and future calls answer.
 func (s *Server) Unblock() {
@@ -118,6 +124,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-blocked:
 		case <-r.Context().Done():
+			select {
+			case s.gone <- struct{}{}:
+			default:
+			}
 			return
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,19 +11,17 @@ import (
 
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/store"
-	"github.com/holdfast-bot/holdfast/store/sqlite"
+	"github.com/holdfast-bot/holdfast/store/testdb"
 )
 
 type testBundle struct {
-	db  *sqlite.DB
+	db  store.Store
 	lib *library.Service
 }
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	db, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "lib.db")})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	db := testdb.Open(t)
 	return &testBundle{db: db, lib: library.New(db, nil)}
 }
 

@@ -103,13 +103,21 @@ func (s *Service) terminate(ctx context.Context, id string, by engine.Decider) (
 	res := &CommandResult{Command: CmdTerminate}
 	switch {
 	case t != nil:
-		t.cancel(terminated{actor})
+		// A turn already writing its answer has finished: it is waited
+		// for, not cancelled (its reply stands, and the session may read
+		// done before the turn leaves s.turns).
+		s.mu.Lock()
+		settling := t.settling
+		s.mu.Unlock()
+		if !settling {
+			t.cancel(terminated{actor})
+		}
 		select {
 		case <-t.done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		res.CancelledTurn = true
+		res.CancelledTurn = !settling
 	case remote != "":
 		if res.CancelledTurn, err = s.cancelRemote(ctx, id, remote, actor); err != nil {
 			return nil, err
@@ -131,8 +139,11 @@ func (s *Service) terminate(ctx context.Context, id string, by engine.Decider) (
 }
 
 // cancelRemote asks the process running turn turnID to cancel it (a
-// durable request its heartbeat reads) and waits, a few heartbeats at most,
-// for the turn to settle.
+// durable request its heartbeat reads, and a notice that reaches it at
+// once) and waits, a few heartbeats at most, for the turn to settle. The
+// settle writes no event to wake on, so the wait reads the session with a
+// growing pause: a few milliseconds while the notice is answered, at most
+// a tenth of a heartbeat once the other process seems slow.
 func (s *Service) cancelRemote(ctx context.Context, id, turnID, actor string) (bool, error) {
 	if err := s.st.SessionTurnCancel(ctx, id, turnID, actor); errors.Is(err, store.ErrConflict) {
 		return false, nil // it finished meanwhile
@@ -140,6 +151,7 @@ func (s *Service) cancelRemote(ctx context.Context, id, turnID, actor string) (b
 		return false, err
 	}
 	deadline := time.Now().Add(3 * s.cfg.TurnHeartbeat)
+	pause := 2 * time.Millisecond
 	for {
 		ses, err := s.st.SessionGetByID(ctx, id)
 		if err != nil {
@@ -154,8 +166,9 @@ func (s *Service) cancelRemote(ctx context.Context, id, turnID, actor string) (b
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case <-time.After(s.cfg.TurnHeartbeat / 10):
+		case <-time.After(pause):
 		}
+		pause = min(2*pause, max(s.cfg.TurnHeartbeat/10, 2*time.Millisecond))
 	}
 }
 

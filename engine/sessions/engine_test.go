@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,17 +13,16 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
-	"github.com/holdfast-bot/holdfast/store/sqlite"
+	"github.com/holdfast-bot/holdfast/store/testdb"
 )
 
 // withEngine is the runtime wired to the real engine over one SQLite file,
 // with the example workflows seeded (/draft-memo holds for review). The
 // engine is not started: tests drive it one pass at a time.
-func withEngine(t *testing.T) (*sessions.Service, *engine.Engine, *sqlite.DB) {
+func withEngine(t *testing.T) (*sessions.Service, *engine.Engine, store.Store) {
 	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "h.db")})
-	require.NoError(t, err)
+	db := testdb.Open(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	require.NoError(t, library.New(db, log).SeedExamples(ctx))
 	models := model.NewRegistry("template", model.Config{})
@@ -32,7 +30,6 @@ func withEngine(t *testing.T) (*sessions.Service, *engine.Engine, *sqlite.DB) {
 	svc := sessions.New(db, sessions.Config{DefaultPolicy: store.PolicyAuto, Models: models, DefaultModel: "template"}, eng, log)
 	t.Cleanup(func() {
 		svc.Close()
-		require.NoError(t, db.Close())
 	})
 	return svc, eng, db
 }

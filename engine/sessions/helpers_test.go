@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,11 +20,11 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
-	"github.com/holdfast-bot/holdfast/store/sqlite"
+	"github.com/holdfast-bot/holdfast/store/testdb"
 )
 
 type bundle struct {
-	db  *sqlite.DB
+	db  store.Store
 	svc *sessions.Service
 	eng *recordingEngine
 }
@@ -42,8 +41,7 @@ type setupOpts struct {
 
 func setup(t *testing.T, o setupOpts) *bundle {
 	t.Helper()
-	db, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "h.db")})
-	require.NoError(t, err)
+	db := testdb.Open(t)
 	if o.modelSpec == "" {
 		o.modelSpec = "template"
 	}
@@ -58,7 +56,6 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	t.Cleanup(func() {
 		b.svc.Close()
-		require.NoError(t, db.Close())
 	})
 	return b
 }

@@ -78,6 +78,14 @@ type Service struct {
 	turns  map[string]*turn // by session id: at most one active turn each
 	closed bool
 	wg     sync.WaitGroup
+
+	// The cancel notices of the store (WorkSubscribe), subscribed to with
+	// this process's first turn and until Close: a /terminate sent to any
+	// process reaches a turn running here at once, not at its next
+	// heartbeat.
+	subscribe sync.Once
+	subCtx    context.Context
+	subStop   context.CancelFunc
 }
 
 // New returns the runtime. eng may be nil while no engine runs: enqueueing
@@ -101,7 +109,8 @@ func New(st store.Store, cfg Config, eng Engine, log *slog.Logger) *Service {
 	if cfg.Models == nil {
 		cfg.Models = model.NewRegistry("template", model.Config{})
 	}
-	return &Service{st: st, cfg: cfg, eng: eng, log: log, turns: map[string]*turn{}}
+	subCtx, subStop := context.WithCancel(context.Background())
+	return &Service{st: st, cfg: cfg, eng: eng, log: log, turns: map[string]*turn{}, subCtx: subCtx, subStop: subStop}
 }
 
 // Close cancels running chat turns and waits for them to settle, so nothing
@@ -114,6 +123,7 @@ func (s *Service) Close() {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.subStop()
 }
 
 // CreateParams creates a session.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,6 +85,22 @@ func (s *Service) alive(ses *store.Session) bool {
 	return ses.ActiveRunID != "" && ses.TurnHeartbeatAt != nil && time.Since(*ses.TurnHeartbeatAt) < s.cfg.TurnStale
 }
 
+// onWork cancels a turn running here whose cancel request another process
+// recorded (SessionTurnCancel's notice names the turn); the heartbeat
+// still reads the request should the notice be lost.
+func (s *Service) onWork(w store.WorkNotice) {
+	if w.Kind != store.WorkCancel {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.turns {
+		if slices.Contains(w.RunIDs, t.id) {
+			t.cancel(terminated{w.Reason})
+		}
+	}
+}
+
 // errTurnLost cancels a turn whose session no longer names it (recovered
 // as lost, or cleared by a terminate elsewhere).
 var errTurnLost = errors.New("the reply was interrupted")
@@ -151,6 +168,7 @@ func (s *Service) MessageWith(ctx context.Context, id, text string, said transcr
 	if background {
 		base = context.WithoutCancel(ctx)
 	}
+	s.subscribe.Do(func() { s.st.WorkSubscribe(s.subCtx, s.onWork) })
 	tctx, cancel := context.WithCancelCause(base)
 	t := &turn{id: store.NewID("turn"), cancel: cancel, done: make(chan struct{})}
 

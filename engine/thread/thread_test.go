@@ -3,7 +3,6 @@ package thread_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,18 +13,15 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/thread"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
-	"github.com/holdfast-bot/holdfast/store/sqlite"
+	"github.com/holdfast-bot/holdfast/store/testdb"
 )
 
-func open(tb testing.TB) *sqlite.DB {
+func open(tb testing.TB) store.Store {
 	tb.Helper()
-	db, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(tb.TempDir(), "holdfast.db"), Sync: "normal"})
-	require.NoError(tb, err)
-	tb.Cleanup(func() { require.NoError(tb, db.Close()) })
-	return db
+	return testdb.Open(tb, testdb.Options{SQLiteSync: "normal"})
 }
 
-func newSession(tb testing.TB, db *sqlite.DB) string {
+func newSession(tb testing.TB, db store.Store) string {
 	tb.Helper()
 	ses, err := db.SessionCreate(context.Background(), &store.SessionCreateParams{Origin: store.OriginChannel, Platform: "slack",
 		Tags: []string{"slack:C1:" + fmt.Sprint(time.Now().UnixNano())}, Policy: store.PolicyAuto})
@@ -33,7 +29,7 @@ func newSession(tb testing.TB, db *sqlite.DB) string {
 	return ses.ID
 }
 
-func appendAll(tb testing.TB, db *sqlite.DB, id string, evs ...*store.EventAppendParams) {
+func appendAll(tb testing.TB, db store.Store, id string, evs ...*store.EventAppendParams) {
 	tb.Helper()
 	_, _, err := db.SessionUpdate(context.Background(), &store.SessionUpdateParams{ID: id, Events: evs})
 	require.NoError(tb, err)
@@ -163,7 +159,7 @@ func TestParseSlackTS(t *testing.T) {
 // session200 is a session holding a 200-message conversation between two
 // Slack users whose names are cached but not recorded with the messages
 // (the slower path: every speaker is looked up once), among run events.
-func session200(tb testing.TB) (*sqlite.DB, string) {
+func session200(tb testing.TB) (store.Store, string) {
 	db := open(tb)
 	ctx := context.Background()
 	id := newSession(tb, db)

@@ -57,6 +57,14 @@ func (db *DB) queueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 	if payload == nil {
 		payload = map[string]any{}
 	}
+	// A new session's id is minted before the item is written, so the item
+	// is inserted with it (one statement fewer than inserting and then
+	// pointing it at the session); the session itself is written only if
+	// the item is new. session_id has no foreign key: '' means none.
+	sessionID := p.SessionID
+	if sessionID == "" && p.NewSession != nil {
+		sessionID = store.NewID("ses")
+	}
 	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
 		it, run, created = nil, nil, false
 		now := utc(time.Now())
@@ -65,10 +73,6 @@ func (db *DB) queueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 		if c != nil {
 			now = utc(nowOr(c.Now))
 			status, runID, claimedAt = store.ItemClaimed, c.RunID, &now
-		}
-		sessionID := p.SessionID
-		if sessionID == "" && p.NewSession != nil {
-			sessionID = store.NewID("ses")
 		}
 		tag, err := tx.Exec(ctx, `INSERT INTO workflow_queue_items (id, owner_uid, workflow_memo_id, command,
 			dedupe_key, payload, session_id, target_version, trace_context, created_at, status, run_id, claimed_at)
@@ -85,7 +89,7 @@ func (db *DB) queueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 			return err
 		}
 		created = true
-		if sessionID != p.SessionID {
+		if p.SessionID == "" && p.NewSession != nil {
 			sp := *p.NewSession
 			sp.Tags = append(append([]string{}, sp.Tags...), "workflow:"+p.ID)
 			if err := sessionInsertTx(ctx, tx, sessionID, &sp); err != nil {

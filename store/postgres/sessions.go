@@ -67,21 +67,20 @@ func sessionInsertTx(ctx context.Context, tx *txn, id string, p *store.SessionCr
 	if caps == nil {
 		caps = []string{}
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO sessions (id, title, origin, platform, tags, context, capabilities,
+	// The session and its tag rows are one statement (one round trip): a
+	// tag another session holds fails it whole. The id is freshly minted,
+	// so a unique violation can only be a tag's.
+	_, err := tx.Exec(ctx, `WITH s AS (INSERT INTO sessions (id, title, origin, platform, tags, context, capabilities,
 		forked_from, policy, base_policy, caller_user, caller_key_id, created_by, last_active_at, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11, $12, $13, $13)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11, $12, $13, $13) RETURNING id)
+		INSERT INTO session_tags (tag, session_id) SELECT t, s.id FROM s, unnest($14::text[]) AS t`,
 		id, p.Title, p.Origin, p.Platform, encodeJSON(tags), encodeJSON(ctxMap), encodeJSON(caps),
-		p.ForkedFrom, p.Policy, p.CallerUser, p.CallerKeyID, p.CreatedBy, now)
+		p.ForkedFrom, p.Policy, p.CallerUser, p.CallerKeyID, p.CreatedBy, now, tags)
+	if isConflict(err) && len(tags) > 0 {
+		return fmt.Errorf("%w: a tag of %q belongs to another session", store.ErrConflict, strings.Join(tags, ", "))
+	}
 	if err != nil {
 		return err
-	}
-	if len(tags) > 0 {
-		if _, err := tx.Exec(ctx, `INSERT INTO session_tags (tag, session_id) SELECT t, $2 FROM unnest($1::text[]) AS t`, tags, id); err != nil {
-			if isConflict(err) {
-				return fmt.Errorf("%w: a tag of %q belongs to another session", store.ErrConflict, strings.Join(tags, ", "))
-			}
-			return err
-		}
 	}
 	if len(p.Events) > 0 {
 		evs := make([]store.EventAppendParams, len(p.Events))
@@ -97,15 +96,25 @@ func sessionInsertTx(ctx context.Context, tx *txn, id string, p *store.SessionCr
 }
 
 func sessionGet(ctx context.Context, q querier, id string) (*store.Session, error) {
-	s, err := scanSession(q.QueryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = $1`, id))
+	// The open-holds count rides along in the same round trip (every run
+	// reads its session for the prompt).
+	var open int64
+	s, err := scanSession(alsoScan{q.QueryRow(ctx, `SELECT `+sessionColumns+`,
+		(SELECT COUNT(*) FROM holds h WHERE h.session_id = s.id AND h.status = 'open') FROM sessions s WHERE s.id = $1`, id), &open})
 	if err != nil {
 		return nil, err
 	}
-	if err := fillOpenHolds(ctx, q, []*store.Session{s}); err != nil {
-		return nil, err
-	}
+	s.OpenHolds = open
 	return s, nil
 }
+
+// alsoScan scans a row with one column more than its scan function reads.
+type alsoScan struct {
+	row   scanner
+	extra any
+}
+
+func (a alsoScan) Scan(dest ...any) error { return a.row.Scan(append(dest, a.extra)...) }
 
 // SessionGetByID reads a session.
 func (db *DB) SessionGetByID(ctx context.Context, id string) (*store.Session, error) {
@@ -434,7 +443,8 @@ func (db *DB) SessionTurnHeartbeat(ctx context.Context, sessionID, turnID string
 	return cancel, nil
 }
 
-// SessionTurnCancel records a cancel request for a turn.
+// SessionTurnCancel records a cancel request for a turn and tells every
+// replica at commit, so the one answering it stops at once.
 func (db *DB) SessionTurnCancel(ctx context.Context, sessionID, turnID, reason string) error {
 	return db.tx(ctx, func(ctx context.Context, tx *txn) error {
 		tag, err := tx.Exec(ctx, `UPDATE sessions SET turn_cancel = $1 WHERE id = $2 AND active_run_id = $3`, reason, sessionID, turnID)
@@ -443,6 +453,9 @@ func (db *DB) SessionTurnCancel(ctx context.Context, sessionID, turnID, reason s
 		}
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("%w: session %s is not running %s", store.ErrConflict, sessionID, turnID)
+		}
+		for _, n := range cancelNotices([]string{turnID}, reason) {
+			tx.notifyWork(n)
 		}
 		return nil
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -68,6 +69,17 @@ func indexWriteTx(ctx context.Context, tx *txn, w *memoWrite) error {
 	if w.memoType == store.MemoTypeWorkflow && w.own == nil && (w.before == nil || w.before.Body != w.body) {
 		return fmt.Errorf("%w: workflow memo %s is written without its index", store.ErrStaleCompile, w.id)
 	}
+	names := []string{w.id, w.title}
+	if w.before != nil && w.before.Title != w.title {
+		names = append(names, w.before.Title)
+	}
+	indexes := []*store.WorkflowIndex{w.own}
+	for _, d := range w.dependents {
+		indexes = append(indexes, d.Index)
+	}
+	if err := lockNamesTx(ctx, tx, names, indexes); err != nil {
+		return err
+	}
 	covered := map[string]bool{}
 	if w.own != nil {
 		if err := workflowIndexPut(ctx, tx, w.id, w.own, w.now); err != nil {
@@ -81,16 +93,8 @@ func indexWriteTx(ctx context.Context, tx *txn, w *memoWrite) error {
 	for _, d := range w.dependents {
 		covered[d.MemoID] = true
 	}
-	indexes := []*store.WorkflowIndex{w.own}
-	for _, d := range w.dependents {
-		indexes = append(indexes, d.Index)
-	}
 	if err := checkNamesTx(ctx, tx, indexes); err != nil {
 		return err
-	}
-	names := []string{w.id, w.title}
-	if w.before != nil && w.before.Title != w.title {
-		names = append(names, w.before.Title)
 	}
 	rows, err := tx.Query(ctx, workflowsNamingQuery, names)
 	if err != nil {
@@ -108,6 +112,32 @@ func indexWriteTx(ctx context.Context, tx *txn, w *memoWrite) error {
 	}
 	return rows.Err()
 }
+
+// lockNamesTx takes a transaction lock on every name this write checks or
+// answers to: its memo's id and titles, and the names its indexes record.
+// SQLite runs one write at a time; under READ COMMITTED two writes could
+// each miss the other's uncommitted row (a workflow naming a Gate memo
+// that does not exist yet, and that Gate memo finding no workflow naming
+// it) and leave the workflow compiled stale. With the lock the second
+// waits for the first to commit and then sees it, and refuses
+// (ErrStaleCompile) so the library recompiles. Sorted keys: no deadlock
+// between two writes locking overlapping names.
+func lockNamesTx(ctx context.Context, tx *txn, names []string, indexes []*store.WorkflowIndex) error {
+	for _, idx := range indexes {
+		if idx == nil {
+			continue
+		}
+		for _, n := range idx.Names {
+			names = append(names, n.Name)
+		}
+	}
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+strconv.Itoa(nameLockSpace)+`, k)
+		FROM (SELECT DISTINCT hashtext(lower(n COLLATE "C")) AS k FROM unnest($1::text[]) AS n ORDER BY 1) AS keys`, names)
+	return err
+}
+
+// nameLockSpace is the first key of lockNamesTx's advisory locks.
+const nameLockSpace = 0x486e616d // "Hnam"
 
 // reindexTx writes recompiled indexes, each only if its workflow memo and
 // index row are still at the versions the compile read (read FOR UPDATE, so

@@ -415,9 +415,10 @@ func (db *DB) SessionTurnHeartbeat(ctx context.Context, sessionID, turnID string
 	return cancel, nil
 }
 
-// SessionTurnCancel records a cancel request for a turn.
+// SessionTurnCancel records a cancel request for a turn; the notice after
+// commit reaches the turn if this process runs it.
 func (db *DB) SessionTurnCancel(ctx context.Context, sessionID, turnID, reason string) error {
-	return db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE sessions SET turn_cancel = ? WHERE id = ? AND active_run_id = ?`, reason, sessionID, turnID)
 		if err != nil {
 			return fmt.Errorf("session turn cancel: %w", err)
@@ -427,6 +428,10 @@ func (db *DB) SessionTurnCancel(ctx context.Context, sessionID, turnID, reason s
 		}
 		return nil
 	})
+	if err == nil {
+		db.work.notify(store.WorkNotice{Kind: store.WorkCancel, RunIDs: []string{turnID}, Reason: reason})
+	}
+	return err
 }
 
 // SessionTurnsInterrupt settles turns whose process stopped proving alive;

@@ -467,6 +467,19 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 			Audit: store.HoldDecision{HoldID: h.ID, RunID: r.ID, Decision: "approve", DecidedBy: "ada", Outcome: store.AttemptAccepted}})
 		require.NoError(t, err)
 		waitFor(store.WorkResumable)
+
+		// A chat turn's cancel request is a cancel notice too, naming the
+		// turn: the process answering it stops at once rather than at its
+		// next turn heartbeat (a second, by default).
+		ses, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginUser, Policy: store.PolicyAuto})
+		require.NoError(t, err)
+		turn, running := "turn_1", store.SessionRunning
+		_, _, err = s.SessionUpdate(ctx, &store.SessionUpdateParams{ID: ses.ID, ActiveRunID: &turn, Status: &running})
+		require.NoError(t, err)
+		require.NoError(t, s.SessionTurnCancel(ctx, ses.ID, "turn_1", "ada"))
+		w = waitFor(store.WorkCancel)
+		require.Equal(t, []string{"turn_1"}, w.RunIDs)
+		require.Equal(t, "ada", w.Reason)
 	})
 
 	t.Run("HoldDecideIsACompareAndSet", func(t *testing.T) {
