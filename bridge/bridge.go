@@ -301,14 +301,17 @@ func (b *Bridge) Start(ctx context.Context) error {
 	// Every transcript write, whoever makes it (a chat turn, a run, a
 	// console message), wakes the mirror, so what is recorded for a thread
 	// is queued for Slack within milliseconds (SPEC §5), not at the tick.
-	b.store.EventSubscribe(ctx, func(id int64) {
-		b.committed.Store(max(id, b.committed.Load())) // calls come one at a time
-		wake(b.mirrorWake)
-	})
+	committed := b.store.EventSubscribe(ctx)
 	// Holds from sessions without a Slack thread change stewards' App Home
 	// too; the mirror sees only Slack sessions' transcripts.
 	b.engine.Subscribe(func(ev engine.Event) { b.homeOnEngineEvent(ctx, ev) })
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		for id := range committed {
+			b.committed.Store(max(id, b.committed.Load()))
+			wake(b.mirrorWake)
+		}
+	})
 	wg.Go(func() { b.identify(ctx) })
 	wg.Go(func() { b.loop(ctx, "inbox", b.inboxWake, b.processInbox) })
 	wg.Go(func() { b.loop(ctx, "mirror", b.mirrorWake, b.mirrorOnce) })

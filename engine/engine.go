@@ -291,8 +291,13 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.started.Store(true)
 	// Work committed by any process wakes this one: on PostgreSQL an
 	// enqueue, a decision or a cancel request on another replica (SPEC §9).
-	e.store.WorkSubscribe(ctx, e.onWork)
+	work := e.store.WorkSubscribe(ctx)
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		for w := range work {
+			e.onWork(w)
+		}
+	})
 	for i := range e.cfg.Workers {
 		wg.Add(1)
 		go func() {

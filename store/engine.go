@@ -527,8 +527,8 @@ type EngineStore interface {
 	HoldDecisionAppend(ctx context.Context, d *HoldDecision) error
 	HoldDecisionList(ctx context.Context, holdID string) ([]*HoldDecision, error)
 
-	// WorkSubscribe calls fn after every commit that gave runners something
-	// to do: items enqueued (WorkQueued), a hold approved so its run may
+	// WorkSubscribe answers a channel that carries a notice after every
+	// commit that gave runners something to do: items enqueued (WorkQueued), a hold approved so its run may
 	// resume (WorkResumable), cancel requests recorded for running runs or
 	// chat turns (WorkCancel, with their ids: RunCancelRequest's run ids,
 	// SessionTurnCancel's turn id), a lease released (WorkLeaseFree, so a
@@ -537,10 +537,9 @@ type EngineStore interface {
 	// one replica starts the run on any replica within milliseconds and
 	// /terminate on one cancels a model call running on another. A wake-up,
 	// not a feed: notices may be dropped for a subscriber that falls behind
-	// (the engine's tick and heartbeat catch up), fn runs on its own
-	// goroutine, one call at a time. Calls stop when ctx is done or the
-	// store closes.
-	WorkSubscribe(ctx context.Context, fn func(WorkNotice))
+	// (the engine's tick and heartbeat catch up). The channel is closed
+	// when ctx is done or the store closes.
+	WorkSubscribe(ctx context.Context) <-chan WorkNotice
 }
 
 // Kinds of WorkNotice.

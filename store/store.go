@@ -448,18 +448,18 @@ type SessionStore interface {
 	EventAppend(ctx context.Context, p *EventAppendParams) (*Event, error)
 	// EventList reads a transcript in ts order; see EventListParams.
 	EventList(ctx context.Context, p *EventListParams) ([]*Event, error)
-	// EventSubscribe calls fn after every commit that appended transcript
-	// events, whatever wrote them (a chat turn, the engine, the Slack inbox,
-	// the console), with the highest event id committed; every event with a
-	// lower id is committed by then. It is how the Slack mirror learns of a
-	// write at once instead of at its next tick (SPEC §5: within 50 ms),
-	// without each writer having to remember to wake it. A wake-up, not a
-	// feed: calls coalesce (one may stand for several commits), fn runs on
-	// its own goroutine, one call at a time, and a slow fn never holds up a
-	// writer; read the events themselves from the store. Calls stop when ctx
-	// is done or the store closes. A store shared by several processes
-	// (PostgreSQL, §9) notifies across them.
-	EventSubscribe(ctx context.Context, fn func(lastEventID int64))
+	// EventSubscribe answers a channel that carries, after every commit that
+	// appended transcript events, whatever wrote them (a chat turn, the
+	// engine, the Slack inbox, the console), the highest event id committed;
+	// every event with a lower id is committed by then. It is how the Slack
+	// mirror learns of a write at once instead of at its next tick (SPEC §5:
+	// within 50 ms), without each writer having to remember to wake it. A
+	// wake-up, not a feed: ids coalesce (one may stand for several commits)
+	// and a slow reader never holds up a writer; read the events themselves
+	// from the store. The channel is closed when ctx is done or the store
+	// closes. A store shared by several processes (PostgreSQL, §9) notifies
+	// across them.
+	EventSubscribe(ctx context.Context) <-chan int64
 }
 
 // NewID returns a time-ordered, URL-safe id with a readable prefix such as

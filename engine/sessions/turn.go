@@ -168,7 +168,14 @@ func (s *Service) MessageWith(ctx context.Context, id, text string, said transcr
 	if background {
 		base = context.WithoutCancel(ctx)
 	}
-	s.subscribe.Do(func() { s.st.WorkSubscribe(s.subCtx, s.onWork) })
+	s.subscribe.Do(func() {
+		work := s.st.WorkSubscribe(s.subCtx)
+		go func() {
+			for w := range work {
+				s.onWork(w)
+			}
+		}()
+	})
 	tctx, cancel := context.WithCancelCause(base)
 	t := &turn{id: store.NewID("turn"), cancel: cancel, done: make(chan struct{})}
 

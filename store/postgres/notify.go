@@ -197,20 +197,23 @@ func (l *listener) work(w store.WorkNotice) {
 	}
 }
 
-// EventSubscribe calls fn after commits (by any process) that appended
-// events, with the newest event id, until ctx is done or the store closes.
-func (db *DB) EventSubscribe(ctx context.Context, fn func(lastEventID int64)) {
+// EventSubscribe answers a channel that carries the newest event id after
+// commits (by any process) that appended events, until ctx is done or the
+// store closes (then it is closed).
+func (db *DB) EventSubscribe(ctx context.Context) <-chan int64 {
 	l := db.listener
 	s := &eventSub{wake: make(chan struct{}, 1)}
 	l.mu.Lock()
 	l.eventSubs[s] = struct{}{}
 	l.mu.Unlock()
 	l.ensure(ctx)
+	out := make(chan int64, 1)
 	go func() {
 		defer func() {
 			l.mu.Lock()
 			delete(l.eventSubs, s)
 			l.mu.Unlock()
+			close(out)
 		}()
 		for {
 			select {
@@ -219,18 +222,26 @@ func (db *DB) EventSubscribe(ctx context.Context, fn func(lastEventID int64)) {
 			case <-l.ctx.Done():
 				return
 			case <-s.wake:
-				if ctx.Err() != nil {
-					return
-				}
-				fn(s.last.Load())
+			}
+			if ctx.Err() != nil {
+				return // no notice for a commit after the cancel
+			}
+			select {
+			case out <- s.last.Load():
+			case <-ctx.Done():
+				return
+			case <-l.ctx.Done():
+				return
 			}
 		}
 	}()
+	return out
 }
 
-// WorkSubscribe calls fn after commits (by any process) that made work for
-// runners, until ctx is done or the store closes.
-func (db *DB) WorkSubscribe(ctx context.Context, fn func(store.WorkNotice)) {
+// WorkSubscribe answers a channel that carries a notice after commits (by
+// any process) that made work for runners, until ctx is done or the store
+// closes (then it is closed).
+func (db *DB) WorkSubscribe(ctx context.Context) <-chan store.WorkNotice {
 	l := db.listener
 	s := &workSub{ch: make(chan store.WorkNotice, 256)}
 	l.mu.Lock()
@@ -238,23 +249,15 @@ func (db *DB) WorkSubscribe(ctx context.Context, fn func(store.WorkNotice)) {
 	l.mu.Unlock()
 	l.ensure(ctx)
 	go func() {
-		defer func() {
-			l.mu.Lock()
-			delete(l.workSubs, s)
-			l.mu.Unlock()
-		}()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-l.ctx.Done():
-				return
-			case w := <-s.ch:
-				if ctx.Err() != nil {
-					return
-				}
-				fn(w)
-			}
+		select {
+		case <-ctx.Done():
+		case <-l.ctx.Done():
 		}
+		// work sends under mu: once s is out of the set, nothing sends.
+		l.mu.Lock()
+		delete(l.workSubs, s)
+		l.mu.Unlock()
+		close(s.ch)
 	}()
+	return s.ch
 }

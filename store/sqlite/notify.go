@@ -52,21 +52,24 @@ func (en *eventNotifier) committed(w *sql.DB) {
 	}
 }
 
-// EventSubscribe calls fn after commits that appended events, with the
-// newest event id, until ctx is done or the store closes.
-func (db *DB) EventSubscribe(ctx context.Context, fn func(lastEventID int64)) {
+// EventSubscribe answers a channel that carries the newest event id after
+// commits that appended events, until ctx is done or the store closes
+// (then it is closed).
+func (db *DB) EventSubscribe(ctx context.Context) <-chan int64 {
 	en := &db.events
 	s := &eventSub{wake: make(chan struct{}, 1)}
 	en.mu.Lock()
 	en.subs[s] = struct{}{}
 	en.mu.Unlock()
 	en.n.Add(1)
+	out := make(chan int64, 1)
 	go func() {
 		defer func() {
 			en.mu.Lock()
 			delete(en.subs, s)
 			en.mu.Unlock()
 			en.n.Add(-1)
+			close(out)
 		}()
 		for {
 			select {
@@ -75,13 +78,20 @@ func (db *DB) EventSubscribe(ctx context.Context, fn func(lastEventID int64)) {
 			case <-en.stop:
 				return
 			case <-s.wake:
-				if ctx.Err() != nil {
-					return
-				}
-				fn(s.last.Load())
+			}
+			if ctx.Err() != nil {
+				return // no notice for a commit after the cancel
+			}
+			select {
+			case out <- s.last.Load():
+			case <-ctx.Done():
+				return
+			case <-en.stop:
+				return
 			}
 		}
 	}()
+	return out
 }
 
 // workNotifier is WorkSubscribe's, in process: one SQLite file has one
@@ -104,9 +114,10 @@ func (wn *workNotifier) notify(w store.WorkNotice) {
 	}
 }
 
-// WorkSubscribe calls fn after commits that made work for runners, until
-// ctx is done or the store closes.
-func (db *DB) WorkSubscribe(ctx context.Context, fn func(store.WorkNotice)) {
+// WorkSubscribe answers a channel that carries a notice after commits that
+// made work for runners, until ctx is done or the store closes (then it is
+// closed).
+func (db *DB) WorkSubscribe(ctx context.Context) <-chan store.WorkNotice {
 	wn := &db.work
 	ch := make(chan store.WorkNotice, 256)
 	wn.mu.Lock()
@@ -116,23 +127,15 @@ func (db *DB) WorkSubscribe(ctx context.Context, fn func(store.WorkNotice)) {
 	wn.subs[ch] = struct{}{}
 	wn.mu.Unlock()
 	go func() {
-		defer func() {
-			wn.mu.Lock()
-			delete(wn.subs, ch)
-			wn.mu.Unlock()
-		}()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-db.stop:
-				return
-			case w := <-ch:
-				if ctx.Err() != nil {
-					return
-				}
-				fn(w)
-			}
+		select {
+		case <-ctx.Done():
+		case <-db.stop:
 		}
+		// notify sends under mu: once ch is out of the set, nothing sends.
+		wn.mu.Lock()
+		delete(wn.subs, ch)
+		wn.mu.Unlock()
+		close(ch)
 	}()
+	return ch
 }

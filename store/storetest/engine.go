@@ -80,11 +80,14 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		var woken atomic.Int64
 		wctx, stop := context.WithCancel(ctx)
 		defer stop()
-		s.WorkSubscribe(wctx, func(w store.WorkNotice) {
-			if w.Kind == store.WorkQueued {
-				woken.Add(1)
+		notices := s.WorkSubscribe(wctx)
+		go func() {
+			for w := range notices {
+				if w.Kind == store.WorkQueued {
+					woken.Add(1)
+				}
 			}
-		})
+		}()
 		insert := func(key string) (*store.QueueItem, *store.Run, bool, error) {
 			id := store.NewID("itm")
 			return s.QueueItemInsertClaimed(ctx, &store.QueueItemInsertParams{ID: id, WorkflowMemoID: wf, Command: "/w",
@@ -433,8 +436,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		s := newStore(t)
 		subCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		notices := make(chan store.WorkNotice, 256)
-		s.WorkSubscribe(subCtx, func(w store.WorkNotice) { notices <- w })
+		notices := s.WorkSubscribe(subCtx)
 		waitFor := func(kind string) store.WorkNotice {
 			t.Helper()
 			deadline := time.After(5 * time.Second)

@@ -316,8 +316,7 @@ func runSessions(t *testing.T, newStore func(t *testing.T) store.Store) {
 		s := newStore(t)
 		subCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		notices := make(chan int64, 1024)
-		s.EventSubscribe(subCtx, func(id int64) { notices <- id })
+		notices := s.EventSubscribe(subCtx)
 		// waitFor answers once a notice covers event id: notices coalesce,
 		// so it is the newest id that counts.
 		waitFor := func(what string, id int64) {
@@ -359,11 +358,12 @@ func runSessions(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.NoError(t, err)
 		waitFor("an event appended with its inbox delivery", ev.ID)
 
-		// Once ctx is done fn is not called again: a second subscriber
-		// hearing of a later event proves the notice went out.
+		// Once ctx is done the channel closes with no notice of a later
+		// commit: a second subscriber hearing of it proves it went out.
 		cancel()
-		other := make(chan int64, 16)
-		s.EventSubscribe(ctx, func(id int64) { other <- id })
+		otherCtx, stopOther := context.WithCancel(ctx)
+		defer stopOther()
+		other := s.EventSubscribe(otherCtx)
 		ev, err = s.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: store.EventAssistantMessage, Actor: "holdfast"})
 		require.NoError(t, err)
 		select {
@@ -372,10 +372,17 @@ func runSessions(t *testing.T, newStore func(t *testing.T) store.Store) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("no notice for the second subscriber")
 		}
-		select {
-		case got := <-notices:
-			require.Less(t, got, ev.ID, "a cancelled subscription is not called for later commits")
-		default:
+		deadline := time.After(5 * time.Second)
+		for {
+			select {
+			case got, ok := <-notices:
+				if !ok {
+					return
+				}
+				require.Less(t, got, ev.ID, "a cancelled subscription hears of no later commit")
+			case <-deadline:
+				t.Fatal("a cancelled subscription's channel is not closed")
+			}
 		}
 	})
 }

@@ -19,13 +19,16 @@ func Until(t testing.TB, st store.Store, cond func() bool, timeout time.Duration
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	committed := st.EventSubscribe(ctx)
 	wrote := make(chan struct{}, 1)
-	st.EventSubscribe(ctx, func(int64) {
-		select {
-		case wrote <- struct{}{}:
-		default: // a wake-up is already waiting
+	go func() {
+		for range committed {
+			select {
+			case wrote <- struct{}{}:
+			default: // a wake-up is already waiting
+			}
 		}
-	})
+	}()
 	Wait(t, cond, timeout, []func() <-chan struct{}{func() <-chan struct{} { return wrote }}, msgAndArgs...)
 }
 
