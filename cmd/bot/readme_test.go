@@ -133,7 +133,8 @@ func TestREADMECommandsExist(t *testing.T) {
 var envName = regexp.MustCompile(`\b(?:HOLDFAST|SLACK|OPENAI)_[A-Z0-9_]*[A-Z0-9]\b`)
 
 // testEnv is every environment variable the repository's tests read, as a
-// string literal in a _test.go file.
+// string literal in a _test.go file or in a test-support package (one
+// whose name ends in "test" or "testdb": pgtest, storetest, testdb).
 func testEnv(t *testing.T) map[string]bool {
 	t.Helper()
 	found := map[string]bool{}
@@ -144,7 +145,9 @@ func testEnv(t *testing.T) map[string]bool {
 		if e.IsDir() && strings.HasPrefix(e.Name(), ".") && p != repoRoot {
 			return filepath.SkipDir
 		}
-		if e.IsDir() || !strings.HasSuffix(p, "_test.go") {
+		pkg := filepath.Base(filepath.Dir(p))
+		support := strings.HasSuffix(pkg, "test") || pkg == "testdb"
+		if e.IsDir() || !strings.HasSuffix(p, ".go") || !strings.HasSuffix(p, "_test.go") && !support {
 			return nil
 		}
 		b, err := os.ReadFile(p)
