@@ -19,8 +19,9 @@ import (
 	"github.com/holdfast-bot/holdfast/store/postgres/pgtest"
 )
 
-// statements records every statement a pool sends (each one round trip:
-// pgx sends BEGIN and COMMIT as statements too), by its first words.
+// statements records every round trip a pool makes: each statement sent
+// alone (pgx sends BEGIN and COMMIT as statements too) and each batch, by
+// their first words.
 type statements struct {
 	mu  sync.Mutex
 	all []string
@@ -34,6 +35,24 @@ func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 }
 
 func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart records a batch (one round trip: pgx pipelines its
+// statements behind one Sync) as its statements' first words.
+func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	parts := make([]string, 0, d.Batch.Len())
+	for _, q := range d.Batch.QueuedQueries {
+		f := strings.Join(strings.Fields(q.SQL), " ")
+		parts = append(parts, f[:min(len(f), 40)])
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.all = append(s.all, "batch: "+strings.Join(parts, " | "))
+	return ctx
+}
+
+func (s *statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 func (s *statements) since(n int) []string {
 	s.mu.Lock()

@@ -298,7 +298,7 @@ func (db *DB) SessionFork(ctx context.Context, p *store.SessionForkParams) (*sto
 			return err
 		}
 		// The copy inserts event rows, so it takes the events lock, held to
-		// the commit (see flushEvents).
+		// the commit (see flushEventsQuery).
 		if err := tx.lockEvents(ctx); err != nil {
 			return err
 		}
