@@ -93,7 +93,9 @@ func (t *txn) notifyWork(payload string) { t.work = append(t.work, payload) }
 
 // later queues a statement whose rows and tag nobody reads; it is sent
 // with the transaction's next statement (or its commit), and its error is
-// that statement's.
+// that statement's. Only for statements whose error their writer would
+// return as it is (or as mapErr makes it): the next statement's caller
+// sees it, and must not take it for its own.
 func (t *txn) later(mapErr func(error) error, sql string, args ...any) {
 	t.queued = append(t.queued, queuedExec{sql: sql, args: args, mapErr: mapErr})
 }
