@@ -18,8 +18,8 @@ import (
 	"github.com/holdfast-bot/holdfast/store/postgres/pgtest"
 )
 
-// roundTrips counts the statements a pool sends (each one round trip:
-// pgx sends BEGIN and COMMIT as statements too).
+// roundTrips counts a pool's round trips: each statement sent alone (pgx
+// sends BEGIN and COMMIT as statements too) and each batch.
 type roundTrips struct{ n atomic.Int64 }
 
 func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -28,6 +28,17 @@ func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 }
 
 func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart counts a batch as one round trip: pgx pipelines its
+// statements behind one Sync.
+func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // pgReplicas starts n engines (4 workers each), each on its own pool of
 // one fresh PostgreSQL schema, as n replicas of the binary would be, with

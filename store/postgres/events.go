@@ -7,6 +7,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -21,7 +23,7 @@ type sessionEvents struct {
 // session's last_event_ts: the row lock it takes orders concurrent appends
 // to one session, and UPDATE reads the newest committed row, so ts is
 // strictly increasing within a session across replicas. The rows themselves
-// are inserted when the transaction commits (flushEvents). Groups naming
+// are inserted when the transaction commits (flushEventsQuery). Groups naming
 // one session are merged, in order. Answers the events, whose ids are set
 // once the transaction has flushed them.
 func appendEvents(ctx context.Context, tx *txn, groups []sessionEvents) ([]*store.Event, error) {
@@ -137,13 +139,11 @@ func (t *txn) lockEvents(ctx context.Context) error {
 	return err
 }
 
-// flushEvents inserts the transaction's pending events, last in the
-// transaction and under the events lock, fills in their ids and queues the
-// notice EventSubscribe's listeners get when it commits.
-func (t *txn) flushEvents(ctx context.Context) error {
-	if len(t.pending) == 0 {
-		return nil
-	}
+// flushEventsQuery is the statement that inserts the transaction's
+// pending events, sent with its COMMIT: last in the transaction and under
+// the events lock. It also queues the notice EventSubscribe's listeners get
+// when it commits.
+func (t *txn) flushEventsQuery() (string, []any) {
 	n := len(t.pending)
 	var (
 		sids, types, actors, payloads = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -154,9 +154,9 @@ func (t *txn) flushEvents(ctx context.Context) error {
 	}
 	// The lock is taken in the statement that inserts, before its first row
 	// (and so its first id) is made.
-	// The notice goes in the same statement (one round trip): pg_notify
-	// runs once, over the ids inserted, and is delivered at commit.
-	rows, err := t.Query(ctx, `WITH ins AS (
+	// The notice goes in the same statement: pg_notify runs once, over the
+	// ids inserted, and is delivered at commit.
+	return `WITH ins AS (
 			INSERT INTO session_events (session_id, ts, type, actor, payload)
 			SELECT u.sid, u.ts, u.typ, u.actor, u.payload
 			FROM (SELECT pg_advisory_xact_lock($1)) AS l,
@@ -164,10 +164,13 @@ func (t *txn) flushEvents(ctx context.Context) error {
 			ORDER BY u.ord
 			RETURNING id)
 		SELECT ins.id FROM ins, (SELECT pg_notify($7, MAX(id)::text) FROM ins) AS notice ORDER BY ins.id`,
-		t.db.eventsLockKey, sids, tss, types, actors, payloads, t.db.eventsChannel)
-	if err != nil {
-		return err
-	}
+		[]any{t.db.eventsLockKey, sids, tss, types, actors, payloads, t.db.eventsChannel}
+}
+
+// readEventIDs fills in the pending events' ids from flushEventsQuery's
+// rows.
+func (t *txn) readEventIDs(rows pgx.Rows) error {
+	n := len(t.pending)
 	i := 0
 	for rows.Next() {
 		var id int64

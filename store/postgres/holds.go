@@ -223,9 +223,7 @@ func (db *DB) HoldDecide(ctx context.Context, p *store.HoldDecideParams) (*store
 				if _, err := settleRunTx(ctx, tx, runID, nil, o.Status, o.ErrorKind, o.Error, nil, nil, nil, nil, nil, "", now); err != nil {
 					return err
 				}
-				if err := settleItemTx(ctx, tx, itemID, o.Status, o.ItemStatus, now); err != nil {
-					return err
-				}
+				settleItemTx(tx, itemID, o.Status, o.ItemStatus, now)
 			} else if p.RunDecision == store.HoldApproved {
 				tx.notifyWork(workResumable)
 			}

@@ -87,11 +87,9 @@ func memoCreateTx(ctx context.Context, tx *txn, id string, p *store.MemoCreatePa
 	}
 	tags := normTags(p.Tags)
 	hash := store.HashContent(p.Body)
-	_, err := tx.Exec(ctx, `INSERT INTO memos (`+memoColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $9)`,
+	// Sent with the name lock and the name check (indexWriteTx).
+	tx.later(nil, `INSERT INTO memos (`+memoColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $9)`,
 		id, p.Title, p.Body, memoType, encodeJSON(tags), p.Notes, p.Unlisted, hash, now)
-	if err != nil {
-		return nil, err
-	}
 	if err := indexWriteTx(ctx, tx, &memoWrite{id: id, title: p.Title, body: p.Body, memoType: memoType,
 		own: p.Workflow, dependents: p.Dependents, now: now}); err != nil {
 		return nil, err

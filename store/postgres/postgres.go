@@ -302,69 +302,6 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
-// txn is a write transaction and the transcript lines it appends, which are
-// inserted when it commits (see flushEvents).
-type txn struct {
-	pgx.Tx
-	db      *DB
-	pending []*pendingEvent
-	// work is the NOTIFY payloads to send with the commit.
-	work []string
-}
-
-type pendingEvent struct {
-	ev *store.Event
-}
-
-// tx runs fn in one transaction. fn gets a context that never cancels:
-// once a write starts it runs to the end (the caller's cancellation is
-// honoured before it starts), so "returned" means committed or rolled back.
-// fn may run more than once (a deadlock is retried), so it must set, never
-// accumulate, what it reports to its caller. The error is fn's or the
-// commit's, interpreted.
-func (db *DB) tx(ctx context.Context, fn func(ctx context.Context, tx *txn) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	wctx := context.WithoutCancel(ctx)
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		if err = db.txOnce(wctx, fn); err == nil || !retryable(err) {
-			break
-		}
-	}
-	return interpretError(err)
-}
-
-func (db *DB) txOnce(ctx context.Context, fn func(ctx context.Context, tx *txn) error) (err error) {
-	ptx, err := db.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	t := &txn{Tx: ptx, db: db}
-	defer func() {
-		if err != nil {
-			_ = ptx.Rollback(ctx)
-		}
-	}()
-	if err := fn(ctx, t); err != nil {
-		return err
-	}
-	if err := t.flushEvents(ctx); err != nil {
-		return err
-	}
-	for _, w := range t.work {
-		if _, err := t.Exec(ctx, `SELECT pg_notify($1, $2)`, db.workChannel, w); err != nil {
-			return err
-		}
-	}
-	return ptx.Commit(ctx)
-}
-
-// notifyWork sends payload on the work channel when the transaction
-// commits.
-func (t *txn) notifyWork(payload string) { t.work = append(t.work, payload) }
-
 // querier is a pool or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

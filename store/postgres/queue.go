@@ -108,12 +108,12 @@ func (db *DB) queueItemInsert(ctx context.Context, p *store.QueueItemInsertParam
 			TraceContext: it.TraceContext, Status: store.RunRunning, Lease: 1, RunnerID: c.RunnerID, HeartbeatAt: now,
 			CreatedAt: now, UpdatedAt: now, Steps: []store.RunStep{}, Manifest: json.RawMessage("null"),
 			State: json.RawMessage("{}"), Guards: json.RawMessage("[]")}
-		if _, err := tx.Exec(ctx, `INSERT INTO workflow_runs (id, item_id, workflow_memo_id, command,
+		// The session, the run and the session's event counters go out in
+		// one batch.
+		tx.later(nil, `INSERT INTO workflow_runs (id, item_id, workflow_memo_id, command,
 			session_id, owner_uid, status, runner_id, heartbeat_at, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, $8, $8, $8)`,
-			run.ID, it.ID, it.WorkflowMemoID, it.Command, sessionID, it.OwnerUID, c.RunnerID, now); err != nil {
-			return err
-		}
+			run.ID, it.ID, it.WorkflowMemoID, it.Command, sessionID, it.OwnerUID, c.RunnerID, now)
 		_, err = appendEvents(ctx, tx, []sessionEvents{{sessionID, c.Events}})
 		return err
 	})

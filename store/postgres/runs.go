@@ -236,9 +236,7 @@ func (db *DB) RunSettle(ctx context.Context, p *store.RunSettleParams) (*store.R
 				return err
 			}
 		}
-		if err := settleItemTx(ctx, tx, cur.itemID, p.Status, p.ItemStatus, now); err != nil {
-			return err
-		}
+		settleItemTx(tx, cur.itemID, p.Status, p.ItemStatus, now)
 		out = &store.Run{ID: cur.id, ItemID: cur.itemID, SessionID: cur.sessionID, Status: p.Status, ErrorKind: p.ErrorKind,
 			Error: p.Error, Steps: p.Steps, DispatchMemoID: memoID, FinishedAt: &now, UpdatedAt: now}
 		if p.Usage != nil {
@@ -280,15 +278,15 @@ func settleRunTx(ctx context.Context, tx *txn, runID string, lease *int64, statu
 	return f, err
 }
 
-func settleItemTx(ctx context.Context, tx *txn, itemID, status, itemStatus string, now time.Time) error {
+func settleItemTx(tx *txn, itemID, status, itemStatus string, now time.Time) {
 	if itemStatus == "" {
 		itemStatus = store.ItemFailed
 		if status == store.RunSucceeded {
 			itemStatus = store.ItemDone
 		}
 	}
-	_, err := tx.Exec(ctx, `UPDATE workflow_queue_items SET status = $1, settled_at = $2 WHERE id = $3`, itemStatus, now, itemID)
-	return err
+	// Sent with the transaction's next statement.
+	tx.later(nil, `UPDATE workflow_queue_items SET status = $1, settled_at = $2 WHERE id = $3`, itemStatus, now, itemID)
 }
 
 // dispatchTx writes the run's memo. The move guard and the stub's
@@ -387,9 +385,7 @@ func (db *DB) RunRescueMany(ctx context.Context, p *store.RunRescueParams) (reco
 			} else if err != nil {
 				return err
 			}
-			if err := settleItemTx(ctx, tx, itemID, x.Outcome.Status, x.Outcome.ItemStatus, now); err != nil {
-				return err
-			}
+			settleItemTx(tx, itemID, x.Outcome.Status, x.Outcome.ItemStatus, now)
 			if err := appendEventList(ctx, tx, sessionID, x.Events); err != nil {
 				return err
 			}

@@ -67,21 +67,20 @@ func sessionInsertTx(ctx context.Context, tx *txn, id string, p *store.SessionCr
 	if caps == nil {
 		caps = []string{}
 	}
-	// The session and its tag rows are one statement (one round trip): a
-	// tag another session holds fails it whole. The id is freshly minted,
-	// so a unique violation can only be a tag's.
-	_, err := tx.Exec(ctx, `WITH s AS (INSERT INTO sessions (id, title, origin, platform, tags, context, capabilities,
+	// The session and its tag rows are one statement, sent with the
+	// transaction's next: a tag another session holds fails it whole. The
+	// id is freshly minted, so a unique violation can only be a tag's.
+	tx.later(func(err error) error {
+		if isConflict(err) && len(tags) > 0 {
+			return fmt.Errorf("%w: a tag of %q belongs to another session", store.ErrConflict, strings.Join(tags, ", "))
+		}
+		return err
+	}, `WITH s AS (INSERT INTO sessions (id, title, origin, platform, tags, context, capabilities,
 		forked_from, policy, base_policy, caller_user, caller_key_id, created_by, last_active_at, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11, $12, $13, $13) RETURNING id)
 		INSERT INTO session_tags (tag, session_id) SELECT t, s.id FROM s, unnest($14::text[]) AS t`,
 		id, p.Title, p.Origin, p.Platform, encodeJSON(tags), encodeJSON(ctxMap), encodeJSON(caps),
 		p.ForkedFrom, p.Policy, p.CallerUser, p.CallerKeyID, p.CreatedBy, now, tags)
-	if isConflict(err) && len(tags) > 0 {
-		return fmt.Errorf("%w: a tag of %q belongs to another session", store.ErrConflict, strings.Join(tags, ", "))
-	}
-	if err != nil {
-		return err
-	}
 	if len(p.Events) > 0 {
 		evs := make([]store.EventAppendParams, len(p.Events))
 		for i, e := range p.Events {
@@ -298,7 +297,7 @@ func (db *DB) SessionFork(ctx context.Context, p *store.SessionForkParams) (*sto
 			return err
 		}
 		// The copy inserts event rows, so it takes the events lock, held to
-		// the commit (see flushEvents).
+		// the commit (see flushEventsQuery).
 		if err := tx.lockEvents(ctx); err != nil {
 			return err
 		}

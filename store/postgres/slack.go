@@ -331,7 +331,7 @@ func (db *DB) SlackOutboxRelease(ctx context.Context, id int64, claim store.Slac
 }
 
 // SlackMirrorEvents lists events of Slack-tagged sessions after afterID.
-// Event ids commit in id order (see flushEvents), so a cursor past id n
+// Event ids commit in id order (see flushEventsQuery), so a cursor past id n
 // never skips an event committed later.
 func (db *DB) SlackMirrorEvents(ctx context.Context, afterID int64, limit int) ([]*store.SlackMirrorEvent, error) {
 	out, err := queryAll(ctx, db.pool, func(row scanner) (*store.SlackMirrorEvent, error) {

@@ -77,9 +77,7 @@ func indexWriteTx(ctx context.Context, tx *txn, w *memoWrite) error {
 	for _, d := range w.dependents {
 		indexes = append(indexes, d.Index)
 	}
-	if err := lockNamesTx(ctx, tx, names, indexes); err != nil {
-		return err
-	}
+	lockNamesTx(tx, names, indexes)
 	covered := map[string]bool{}
 	if w.own != nil {
 		if err := workflowIndexPut(ctx, tx, w.id, w.own, w.now); err != nil {
@@ -122,7 +120,7 @@ func indexWriteTx(ctx context.Context, tx *txn, w *memoWrite) error {
 // waits for the first to commit and then sees it, and refuses
 // (ErrStaleCompile) so the library recompiles. Sorted keys: no deadlock
 // between two writes locking overlapping names.
-func lockNamesTx(ctx context.Context, tx *txn, names []string, indexes []*store.WorkflowIndex) error {
+func lockNamesTx(tx *txn, names []string, indexes []*store.WorkflowIndex) {
 	for _, idx := range indexes {
 		if idx == nil {
 			continue
@@ -131,9 +129,10 @@ func lockNamesTx(ctx context.Context, tx *txn, names []string, indexes []*store.
 			names = append(names, n.Name)
 		}
 	}
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+strconv.Itoa(nameLockSpace)+`, k)
+	// Sent with the next statement, which (a statement of its own, with
+	// its own snapshot) runs once the locks are held.
+	tx.later(nil, `SELECT pg_advisory_xact_lock(`+strconv.Itoa(nameLockSpace)+`, k)
 		FROM (SELECT DISTINCT hashtext(lower(n COLLATE "C")) AS k FROM unnest($1::text[]) AS n ORDER BY 1) AS keys`, names)
-	return err
 }
 
 // nameLockSpace is the first key of lockNamesTx's advisory locks.

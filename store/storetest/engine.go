@@ -156,6 +156,38 @@ func runEngine(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Equal(t, store.ItemDone, stored.Status)
 	})
 
+	// A write refused by a statement late in its transaction (here the
+	// minted session's tag, which another session holds; PostgreSQL sends
+	// it pipelined with the run's row) leaves nothing of it: no item, no
+	// run, no line in the holder's transcript, and the refusal is the tag's.
+	t.Run("InsertClaimedRefusedLateWritesNothing", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		wf := workflow(t, s)
+		holder, err := s.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginChannel, Tags: []string{"held"}})
+		require.NoError(t, err)
+		id := store.NewID("itm")
+		_, _, _, err = s.QueueItemInsertClaimed(ctx, &store.QueueItemInsertParams{ID: id, WorkflowMemoID: wf, Command: "/w",
+			DedupeKey: "k", NewSession: &store.SessionCreateParams{Origin: store.OriginWorkflow, Policy: "auto", Tags: []string{"held"}}},
+			&store.ItemInsertClaim{RunID: store.RunIDForItem(id), RunnerID: "a", Now: time.Now(),
+				Events: []store.EventAppendParams{{Type: transcript.TypeRunStarted, Actor: "engine"}}})
+		require.ErrorIs(t, err, store.ErrConflict)
+		require.ErrorContains(t, err, "belongs to another session")
+		_, err = s.QueueItemGetByID(ctx, id)
+		require.ErrorIs(t, err, store.ErrNotFound, "the item is rolled back with the session")
+		_, err = s.RunGetByID(ctx, store.RunIDForItem(id))
+		require.ErrorIs(t, err, store.ErrNotFound, "and so is its run")
+		got, err := s.SessionGetByTag(ctx, "held")
+		require.NoError(t, err)
+		require.Equal(t, holder.ID, got.ID)
+		require.Zero(t, got.EventCount)
+		// The same key is free: nothing of the refused write holds it.
+		_, created, err := s.QueueItemInsert(ctx, &store.QueueItemInsertParams{ID: store.NewID("itm"), WorkflowMemoID: wf,
+			Command: "/w", DedupeKey: "k"})
+		require.NoError(t, err)
+		require.True(t, created)
+	})
+
 	// The text filter searches what people search: a session the engine
 	// minted is found by "workflow" and by its own title and tags, not by
 	// the random item id in its workflow:<item id> tag (which resolves it
