@@ -43,7 +43,7 @@ func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // pgReplicas starts n engines (4 workers each), each on its own pool of
 // one fresh PostgreSQL schema, as n replicas of the binary would be, with
 // the four-step template workflow /bench.
-func pgReplicas(b *testing.B, n int) ([]*Engine, []*postgres.DB, *roundTrips) {
+func pgReplicas(b testing.TB, n int) ([]*Engine, []*postgres.DB, *roundTrips) {
 	b.Helper()
 	ctx := context.Background()
 	url := pgtest.SchemaURL(b)
