@@ -290,11 +290,5 @@ func TestClaimedOnEnqueueRunIsRecovered(t *testing.T) {
 // waitIdle waits until n workers of e are waiting for work.
 func waitIdle(t *testing.T, e *Engine, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for e.idle.Load() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d workers idle, want %d", e.idle.Load(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, 10*time.Second, fmt.Sprintf("%d workers idle", n), func() bool { return e.idle.Load() == n })
 }
