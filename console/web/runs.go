@@ -465,33 +465,39 @@ func waterfall(run *store.Run, m workflow.Manifest, hold *store.Hold, now time.T
 
 // runRerun re-runs a run through engine.Rerun and shows the new run.
 func (c *Console) runRerun(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	back := "/runs/" + id
-	if c.Engine == nil {
-		c.redirect(w, r, back, "The workflow engine is not running.", true)
-		return
-	}
-	it, err := c.Engine.Rerun(r.Context(), id, identity(r).Caller())
-	if _, ok := refusalStatus(err); ok {
-		c.redirect(w, r, back, store.ReasonOf(err), true)
-		return
-	}
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	c.redirect(w, r, string(runURL(store.RunIDForItem(it.ID))), "Re-run of "+id+" queued ("+it.DedupeKey+").", false)
+	c.runAction(w, r, func(id string) (string, string, error) {
+		it, err := c.Engine.Rerun(r.Context(), id, identity(r).Caller())
+		if err != nil {
+			return "", "", err
+		}
+		return string(runURL(store.RunIDForItem(it.ID))), "Re-run of " + id + " queued (" + it.DedupeKey + ").", nil
+	})
 }
 
 // runCancel cancels a run through engine.CancelRun.
 func (c *Console) runCancel(w http.ResponseWriter, r *http.Request) {
+	c.runAction(w, r, func(id string) (string, string, error) {
+		run, err := c.Engine.CancelRun(r.Context(), id, identity(r).Caller())
+		if err != nil {
+			return "", "", err
+		}
+		if !run.Settled() {
+			return "/runs/" + id, "Cancel requested: the run stops at its next step.", nil
+		}
+		return "/runs/" + id, "Cancelled.", nil
+	})
+}
+
+// runAction runs act on the run the URL names and lands where it says; a
+// refusal lands back on the run with its reason.
+func (c *Console) runAction(w http.ResponseWriter, r *http.Request, act func(id string) (to, msg string, err error)) {
 	id := chi.URLParam(r, "id")
 	back := "/runs/" + id
 	if c.Engine == nil {
 		c.redirect(w, r, back, "The workflow engine is not running.", true)
 		return
 	}
-	run, err := c.Engine.CancelRun(r.Context(), id, identity(r).Caller())
+	to, msg, err := act(id)
 	if _, ok := refusalStatus(err); ok {
 		c.redirect(w, r, back, store.ReasonOf(err), true)
 		return
@@ -500,11 +506,7 @@ func (c *Console) runCancel(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	msg := "Cancelled."
-	if !run.Settled() {
-		msg = "Cancel requested: the run stops at its next step."
-	}
-	c.redirect(w, r, back, msg, false)
+	c.redirect(w, r, to, msg, false)
 }
 
 // usagePhrase says what tokens runs used (SPEC §10), with the model when
