@@ -1,9 +1,35 @@
 package postgres
 
-import "context"
+import (
+	"context"
+
+	"github.com/holdfast-bot/holdfast/store"
+)
 
 // ExecForTest runs one statement on db's pool.
 func ExecForTest(ctx context.Context, db *DB, sql string, args ...any) error {
 	_, err := db.pool.Exec(ctx, sql, args...)
 	return err
+}
+
+// HoldMemoCreateForTest writes a memo as MemoCreate does, signals written
+// once its statements (name locks included) have run, and commits only
+// when release closes: the test sees what a concurrent write does while
+// this one is in flight.
+func HoldMemoCreateForTest(ctx context.Context, db *DB, p *store.MemoCreateParams, written chan<- struct{}, release <-chan struct{}) error {
+	return db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		if _, err := memoCreateTx(ctx, tx, store.NewID("mem"), p); err != nil {
+			return err
+		}
+		close(written)
+		<-release
+		return nil
+	})
+}
+
+// NameLockWaitersForTest counts the transactions waiting for name's lock.
+func NameLockWaitersForTest(ctx context.Context, db *DB, name string) (n int, err error) {
+	err = db.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+		AND classid = $1 AND objid::bigint = (hashtext(lower($2)) & x'ffffffff'::bigint)`, nameLockSpace, name).Scan(&n)
+	return n, err
 }

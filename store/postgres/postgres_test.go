@@ -2,7 +2,9 @@ package postgres_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -62,4 +64,66 @@ func TestIsURL(t *testing.T) {
 	require.False(t, postgres.IsURL("data/holdfast.db"))
 	require.False(t, postgres.IsURL("file:postgres://x"))
 	require.Equal(t, "HOLDFAST_TEST_POSTGRES", pgtest.EnvURL)
+}
+
+// TestNameLocks: a memo write locks the names it answers to so that a
+// workflow naming one of them cannot be indexed against a snapshot that
+// misses it, but two writes answering to one name (a workflow's dispatches,
+// all titled alike) have nothing to check against each other and must not
+// queue behind each other's commits.
+func TestNameLocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTemp(t)
+	title := "Daily " + store.NewID("t")
+	written, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- postgres.HoldMemoCreateForTest(ctx, db, &store.MemoCreateParams{Title: title, Body: "held"}, written, release)
+	}()
+	<-written
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+
+	t.Run("AMemoAnsweringToTheSameNameDoesNotWait", func(t *testing.T) {
+		done := make(chan error, 1)
+		go func() {
+			_, err := db.MemoCreate(ctx, &store.MemoCreateParams{Title: title, Body: "second"})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("a memo with the same title waited for the held write's commit")
+		}
+	})
+
+	t.Run("AWorkflowNamingItWaitsAndSeesIt", func(t *testing.T) {
+		done := make(chan error, 1)
+		go func() {
+			_, err := db.MemoCreate(ctx, &store.MemoCreateParams{Title: "Wf " + title, Body: "wf", MemoType: store.MemoTypeWorkflow,
+				Workflow: &store.WorkflowIndex{Command: "/daily" + strings.ToLower(store.NewID("c")), Status: "ok",
+					Names: []store.WorkflowName{{Name: title, Exists: false}}}})
+			done <- err
+		}()
+		// Another session's lock wait has no signal to wait on: poll.
+		require.Eventually(t, func() bool {
+			n, err := postgres.NameLockWaitersForTest(ctx, db, title)
+			return err == nil && n > 0
+		}, 10*time.Second, 5*time.Millisecond, "the workflow write never waited for the name lock")
+		select {
+		case err := <-done:
+			t.Fatalf("the workflow write finished while the memo it names was in flight: %v", err)
+		default:
+		}
+		close(release)
+		released = true
+		require.NoError(t, <-held)
+		require.ErrorIs(t, <-done, store.ErrStaleCompile)
+	})
 }

@@ -118,21 +118,32 @@ func indexWriteTx(ctx context.Context, tx *txn, w *memoWrite) error {
 // that does not exist yet, and that Gate memo finding no workflow naming
 // it) and leave the workflow compiled stale. With the lock the second
 // waits for the first to commit and then sees it, and refuses
-// (ErrStaleCompile) so the library recompiles. Sorted keys: no deadlock
-// between two writes locking overlapping names.
-func lockNamesTx(tx *txn, names []string, indexes []*store.WorkflowIndex) {
+// (ErrStaleCompile) so the library recompiles.
+//
+// Only a write and an index recording the same name can go stale against
+// each other, so a name the write merely answers to is locked shared and
+// a name an index records exclusive: dispatches of one workflow, all
+// titled alike, do not queue behind each other's commits, and any write
+// naming that title still waits for them. One mode per name (exclusive if
+// either) and sorted keys: no deadlock between two writes locking
+// overlapping names, nor an upgrade from shared waiting on itself.
+func lockNamesTx(tx *txn, answers []string, indexes []*store.WorkflowIndex) {
+	var recorded []string
 	for _, idx := range indexes {
 		if idx == nil {
 			continue
 		}
 		for _, n := range idx.Names {
-			names = append(names, n.Name)
+			recorded = append(recorded, n.Name)
 		}
 	}
 	// Sent with the next statement, which (a statement of its own, with
 	// its own snapshot) runs once the locks are held.
-	tx.later(nil, `SELECT pg_advisory_xact_lock(`+strconv.Itoa(nameLockSpace)+`, k)
-		FROM (SELECT DISTINCT hashtext(lower(n COLLATE "C")) AS k FROM unnest($1::text[]) AS n ORDER BY 1) AS keys`, names)
+	space := strconv.Itoa(nameLockSpace)
+	tx.later(nil, `SELECT CASE WHEN x THEN pg_advisory_xact_lock(`+space+`, k) ELSE pg_advisory_xact_lock_shared(`+space+`, k) END
+		FROM (SELECT hashtext(lower(n COLLATE "C")) AS k, bool_or(x) AS x
+			FROM (SELECT n, false AS x FROM unnest($1::text[]) AS n UNION ALL SELECT n, true FROM unnest($2::text[]) AS n) AS names
+			GROUP BY 1 ORDER BY 1) AS keys`, answers, recorded)
 }
 
 // nameLockSpace is the first key of lockNamesTx's advisory locks.
