@@ -212,11 +212,15 @@ const (
 )
 
 // claimQuery stamps status and run id in one statement, only on items still
-// pending: the compare-and-set that makes a claim atomic.
+// pending: the compare-and-set that makes a claim atomic. The unary + keeps
+// the planner off queue_items_status: without statistics it prefers that
+// index's status = 'pending' range, every pending item, to the named
+// items' primary keys, which made each claim cost the length of the
+// backlog (16 % of the process's CPU at 20,000 enqueued in a burst).
 func claimQuery(n int) string {
 	return `UPDATE workflow_queue_items
 		SET status = 'claimed', claimed_at = ?, run_id = 'run_' || substr(id, instr(id, '_') + 1)
-		WHERE status = 'pending' AND id IN (` + placeholders(n) + `)
+		WHERE +status = 'pending' AND id IN (` + placeholders(n) + `)
 		RETURNING id, owner_uid, workflow_memo_id, command, payload, session_id, target_version, trace_context, run_id`
 }
 
