@@ -29,10 +29,10 @@ func FuzzParseEvent(f *testing.F) {
 		if env.Type != "event_callback" {
 			return
 		}
-		m, err := bridge.ParseMessage(env)
-		if err != nil {
+		if env.EventErr != nil {
 			return
 		}
+		m := env.Event
 		_ = m.Root()
 		cmd := bridge.ParseCommand(m.Text)
 		if strings.IndexFunc(cmd.Name, unicode.IsSpace) >= 0 {

@@ -180,8 +180,8 @@ func eventThread(env *Envelope) string {
 	if env.Type != "event_callback" {
 		return ""
 	}
-	m, err := ParseMessage(env)
-	if err != nil || m.Channel == "" {
+	m := env.Event
+	if env.EventErr != nil || m.Channel == "" {
 		return ""
 	}
 	if m.ChannelType == "im" && m.ThreadTS == "" {
@@ -202,10 +202,10 @@ func (b *Bridge) handle(ctx context.Context, it *store.SlackInboxItem) (done boo
 		if env.Type != "event_callback" {
 			return false, nil
 		}
-		m, err := ParseMessage(env)
-		if err != nil {
-			return false, fmt.Errorf("%w: %w", errMalformed, err)
+		if env.EventErr != nil {
+			return false, fmt.Errorf("%w: %w", errMalformed, env.EventErr)
 		}
+		m := env.Event
 		if b.botUserID.Load().(string) == "" {
 			for _, a := range env.Authorizations {
 				if a.IsBot && a.UserID != "" {

@@ -100,8 +100,8 @@ func TestEngineQueriesUseIndexes(t *testing.T) {
 		"OpenHoldCountOfRequester":    holdCount(&store.HoldListParams{OwnerUID: "user:u"}, "holds_open_owner"),
 		// A claim names its items: the primary key finds them, not a walk
 		// of every pending item (the backlog under a burst).
-		"Claim":                       {claimQuery(3), []any{"t", "a", "b", "c"}, "sqlite_autoindex_workflow_queue_items_1"},
-		"QueueItemsByID":              {`SELECT id FROM workflow_queue_items WHERE id IN (SELECT value FROM json_each(?))`, []any{`["a"]`}, "sqlite_autoindex_workflow_queue_items_1"},
+		"Claim":          {claimQuery(3), []any{"t", "a", "b", "c"}, "sqlite_autoindex_workflow_queue_items_1"},
+		"QueueItemsByID": {`SELECT id FROM workflow_queue_items WHERE id IN (SELECT value FROM json_each(?))`, []any{`["a"]`}, "sqlite_autoindex_workflow_queue_items_1"},
 	} {
 		got := plan(tc.query, tc.args...)
 		require.Contains(t, got, tc.want, "%s:\n%s", name, got)
