@@ -102,3 +102,18 @@ func TestOptimisticBatchFallsBack(t *testing.T) {
 		require.Equal(t, want, n, title)
 	}
 }
+
+// TestWriterCheckpointsRarely: at SQLite's default a commit that takes the
+// WAL past 1,000 pages copies them back into the database and syncs it
+// before its caller is answered; a run writes ~30 pages, so every ~30th
+// run's commit stalled on it, which was the idle engine's p99 enqueue →
+// start. The writer connection, on every (re)connect, waits for walPages.
+func TestWriterCheckpointsRarely(t *testing.T) {
+	t.Parallel()
+	db, err := Open(context.Background(), Config{Path: filepath.Join(t.TempDir(), "c.db")})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	var pages int
+	require.NoError(t, db.w.QueryRow(`PRAGMA wal_autocheckpoint`).Scan(&pages))
+	require.Equal(t, walPages, pages)
+}

@@ -74,6 +74,27 @@ type DB struct {
 
 var _ store.Store = (*DB)(nil)
 
+// walPages is the WAL size, in pages, at which a commit checkpoints. At
+// SQLite's default (1,000) the commit that crosses it copies the pages back
+// into the database and syncs it before its callers are answered; a run
+// writes about 30 pages, so every thirtieth run or so waited on that: the
+// p99 of enqueue → start on an idle engine (3.2 → 2.2 ms at 10,000, the
+// longest wait 5.4 → 5.9 ms, medians of 5 rounds). Fewer checkpoints also
+// copy a hot page once instead of ten times. The cost is a WAL of up to
+// ~40 MiB beside the database.
+const walPages = 10000
+
+// writerDriver is go-sqlite3 with the writer's connection settings that its
+// DSN cannot carry, applied on every (re)connect.
+const writerDriver = "sqlite3-holdfast-writer"
+
+func init() {
+	sql.Register(writerDriver, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		_, err := c.Exec(`PRAGMA wal_autocheckpoint = `+strconv.Itoa(walPages), nil)
+		return err
+	}})
+}
+
 // Open opens (creating if needed) the database and applies pending migrations.
 func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if cfg.Path == "" {
@@ -103,7 +124,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	// 64 MiB of page cache per connection (SQLite's default is 2 MiB): hot
 	// indexes and recent rows stay in memory instead of being re-read.
 	q.Set("_cache_size", "-65536")
-	w, err := sql.Open("sqlite3", "file:"+cfg.Path+"?"+q.Encode())
+	w, err := sql.Open(writerDriver, "file:"+cfg.Path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open: %w", err)
 	}
