@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"sync"
 
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -15,13 +16,14 @@ func ExecForTest(ctx context.Context, db *DB, sql string, args ...any) error {
 // HoldMemoCreateForTest writes a memo as MemoCreate does, signals written
 // once its statements (name locks included) have run, and commits only
 // when release closes: the test sees what a concurrent write does while
-// this one is in flight.
+// this one is in flight (once, should tx re-run it after a deadlock).
 func HoldMemoCreateForTest(ctx context.Context, db *DB, p *store.MemoCreateParams, written chan<- struct{}, release <-chan struct{}) error {
+	signal := sync.OnceFunc(func() { close(written) })
 	return db.tx(ctx, func(ctx context.Context, tx *txn) error {
 		if _, err := memoCreateTx(ctx, tx, store.NewID("mem"), p); err != nil {
 			return err
 		}
-		close(written)
+		signal()
 		<-release
 		return nil
 	})

@@ -107,7 +107,8 @@ func TestOptimisticBatchFallsBack(t *testing.T) {
 // WAL past 1,000 pages copies them back into the database and syncs it
 // before its caller is answered; a run writes ~30 pages, so every ~30th
 // run's commit stalled on it, which was the idle engine's p99 enqueue →
-// start. The writer connection, on every (re)connect, waits for walPages.
+// start. The writer connection checkpoints at walPages, set on every
+// (re)connect.
 func TestWriterCheckpointsRarely(t *testing.T) {
 	t.Parallel()
 	db, err := Open(context.Background(), Config{Path: filepath.Join(t.TempDir(), "c.db")})

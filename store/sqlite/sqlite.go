@@ -78,8 +78,8 @@ var _ store.Store = (*DB)(nil)
 // SQLite's default (1,000) the commit that crosses it copies the pages back
 // into the database and syncs it before its callers are answered; a run
 // writes about 30 pages, so every thirtieth run or so waited on that: the
-// p99 of enqueue → start on an idle engine (3.2 → 2.2 ms at 10,000, the
-// longest wait 5.4 → 5.9 ms, medians of 5 rounds). Fewer checkpoints also
+// p99 of enqueue → start on an idle engine (3.2 → 2.2 ms at 10,000, medians
+// of 5 rounds; the longest of 3,000 waits 5.4 → 5.9 ms). Fewer checkpoints also
 // copy a hot page once instead of ten times. The cost is a WAL of up to
 // ~40 MiB beside the database.
 const walPages = 10000
