@@ -3,12 +3,9 @@ package bridge_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -82,31 +79,6 @@ const replicaTick = `# Replica tick
 - **Model** ¦template¦
 `
 
-// apiCall sends a JSON request with the bearer key and decodes the answer
-// into out (when not nil); it answers the status.
-func apiCall(t *testing.T, method, url, key string, in, out any) int {
-	t.Helper()
-	var body io.Reader
-	if in != nil {
-		raw, err := json.Marshal(in)
-		require.NoError(t, err)
-		body = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, url, body)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	if out != nil && resp.StatusCode < 300 {
-		require.NoError(t, json.Unmarshal(raw, out), string(raw))
-	}
-	return resp.StatusCode
-}
-
 // TestReplicasKill9 is SPEC §9's replica test through the real binary:
 // three `bot serve` on one PostgreSQL database, items from Slack threads
 // and through the HTTP API of every replica, a model that blocks, the
@@ -133,20 +105,12 @@ func TestReplicasKill9(t *testing.T) {
 		"HOLDFAST_STUCK_RUN=2s", "HOLDFAST_PASS_INTERVAL=1s", "HOLDFAST_WORKERS=4",
 		"OPENAI_BASE_URL="+llm.URL, "OPENAI_API_KEY=sk-test",
 		"SLACK_BOT_TOKEN=xoxb-test", "SLACK_SIGNING_SECRET="+secret, "SLACK_API_URL="+fake.APIURL(), "SLACK_APP_TOKEN=")
-	cli := func(args ...string) string {
-		c := exec.Command(bin, args...)
-		c.Env = env
-		out, err := c.CombinedOutput()
-		require.NoError(t, err, string(out))
-		return string(out)
-	}
 	for name, doc := range map[string]string{"draft.md": replicaDraft, "tick.md": replicaTick} {
 		wf := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(wf, []byte(strings.ReplaceAll(doc, "¦", "`")), 0o644))
-		require.NotContains(t, cli("workflow", "import", wf), name+":", "the workflow compiles")
+		require.NotContains(t, bottest.CLI(t, bin, env, "workflow", "import", wf), name+":", "the workflow compiles")
 	}
-	lines := strings.Split(strings.TrimSpace(cli("apikey", "create", "--name", "replicas", "--role", "admin")), "\n")
-	key := lines[len(lines)-1]
+	key := bottest.AdminKey(t, bin, env, "replicas")
 	db, err := postgres.Open(ctx, postgres.Config{URL: url})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
@@ -196,7 +160,7 @@ func TestReplicasKill9(t *testing.T) {
 	for i, root := range roots {
 		require.Eventually(t, func() bool {
 			var ses struct{ ID string }
-			if apiCall(t, http.MethodGet, live[i%3].URL+"/api/sessions/resolve?tag=slack:C1:"+root, key, nil, &ses) != http.StatusOK {
+			if bottest.JSON(t, http.MethodGet, live[i%3].URL+"/api/sessions/resolve?tag=slack:C1:"+root, key, nil, &ses) != http.StatusOK {
 				return false
 			}
 			sessionOf[root] = ses.ID
@@ -207,7 +171,7 @@ func TestReplicasKill9(t *testing.T) {
 	for i, root := range roots {
 		for j := range apiPerThread {
 			p := live[n%3]
-			require.Equal(t, http.StatusCreated, apiCall(t, http.MethodPost, p.URL+"/api/workflows/replica-draft/enqueue", key, map[string]any{
+			require.Equal(t, http.StatusCreated, bottest.JSON(t, http.MethodPost, p.URL+"/api/workflows/replica-draft/enqueue", key, map[string]any{
 				"dedupeKey": fmt.Sprint("api-", n), "sessionId": sessionOf[root],
 				"payload": map[string]any{"title": fmt.Sprintf("Thread %d item %d", i, j), "brief": fmt.Sprintf("zqxapi%d body", n)},
 			}, nil))

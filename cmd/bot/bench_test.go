@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,20 +63,10 @@ func BenchmarkBinaryHTTPRunsPerSecond(b *testing.B) {
 	if err := os.WriteFile(wf, []byte(strings.ReplaceAll(benchWorkflow, "¦", "`")), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	cli := func(args ...string) string {
-		c := exec.Command(bin, args...)
-		c.Env = env
-		out, err := c.CombinedOutput()
-		if err != nil {
-			b.Fatalf("%v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	if out := cli("workflow", "import", wf); strings.Contains(out, "bench.md:") {
+	if out := bottest.CLI(b, bin, env, "workflow", "import", wf); strings.Contains(out, "bench.md:") {
 		b.Fatalf("the workflow does not compile:\n%s", out)
 	}
-	lines := strings.Split(strings.TrimSpace(cli("apikey", "create", "--name", "bench", "--role", "admin")), "\n")
-	key := lines[len(lines)-1]
+	key := bottest.AdminKey(b, bin, env, "bench")
 	p := bottest.Start(b, bin, env)
 	defer p.Stop(b)
 

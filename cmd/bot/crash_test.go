@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,21 +46,6 @@ const crashWorkflow = `# Crash drafts
 - **Timeout** ¦2m¦
 `
 
-func postJSON(t *testing.T, url, key string, in any) int {
-	t.Helper()
-	raw, err := json.Marshal(in)
-	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(raw))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
 // TestCrashMidRunDispatchesEachItemOnce is SPEC §8's crash rule with the real
 // binary: kill -9 while runs wait on the model, restart, and every item ends
 // in exactly one settled run with exactly one memo.
@@ -84,24 +65,16 @@ func TestCrashMidRunDispatchesEachItemOnce(t *testing.T) {
 
 	wf := filepath.Join(dir, "crash.md")
 	require.NoError(t, os.WriteFile(wf, []byte(strings.ReplaceAll(crashWorkflow, "¦", "`")), 0o644))
-	cli := func(args ...string) string {
-		c := exec.Command(bin, args...)
-		c.Env = env
-		out, err := c.CombinedOutput()
-		require.NoError(t, err, string(out))
-		return string(out)
-	}
-	require.NotContains(t, cli("workflow", "import", wf), "crash.md:", "the workflow compiles")
-	lines := strings.Split(strings.TrimSpace(cli("apikey", "create", "--name", "crash", "--role", "admin")), "\n")
-	key := lines[len(lines)-1]
+	require.NotContains(t, bottest.CLI(t, bin, env, "workflow", "import", wf), "crash.md:", "the workflow compiles")
+	key := bottest.AdminKey(t, bin, env, "crash")
 
 	first := bottest.Start(t, bin, env)
 	const n = 20
 	for i := range n {
-		require.Equal(t, http.StatusCreated, postJSON(t, first.URL+"/api/workflows/crash-draft/enqueue", key, map[string]any{
+		require.Equal(t, http.StatusCreated, bottest.JSON(t, http.MethodPost, first.URL+"/api/workflows/crash-draft/enqueue", key, map[string]any{
 			"dedupeKey": fmt.Sprint("crash-", i),
 			"payload":   map[string]any{"title": fmt.Sprint("Crash ", i), "brief": fmt.Sprintf("zqxcrash%d body", i)},
-		}))
+		}, nil))
 	}
 	// Wait until every worker is inside a model call, then pull the plug.
 	require.Eventually(t, func() bool { return llm.Calls() >= 4 }, 30*time.Second, 10*time.Millisecond)
@@ -113,7 +86,7 @@ func TestCrashMidRunDispatchesEachItemOnce(t *testing.T) {
 		var runs struct {
 			Runs []struct{ Status, Command string }
 		}
-		if getJSON(t, second.URL+"/api/runs?status=succeeded", key, &runs) != http.StatusOK {
+		if bottest.JSON(t, http.MethodGet, second.URL+"/api/runs?status=succeeded", key, nil, &runs) != http.StatusOK {
 			return false
 		}
 		done := 0

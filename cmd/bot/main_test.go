@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/holdfast-bot/holdfast/cmd/bot/bottest"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
 )
@@ -83,29 +83,13 @@ func runCLI(t *testing.T, env map[string]string, stdin string, args ...string) (
 	return out.String() + errOut.String(), err
 }
 
-func getJSON(t *testing.T, url, key string, out any) int {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	require.NoError(t, err)
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	if out != nil {
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(out))
-	}
-	return resp.StatusCode
-}
-
 func TestServeFirstStart(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "holdfast.db")
 	url, out := startServe(t, map[string]string{"HOLDFAST_DB": db})
 
 	require.Regexp(t, `Created user admin with password \S{16,}`, out.String(), "first start prints the generated admin password once")
-	require.Equal(t, http.StatusOK, getJSON(t, url+"/healthz", "", nil))
+	require.Equal(t, http.StatusOK, bottest.JSON(t, http.MethodGet, url+"/healthz", "", nil, nil))
 
 	keyOut, err := runCLI(t, map[string]string{"HOLDFAST_DB": db}, "", "apikey", "create", "--name", "test", "--role", "viewer")
 	require.NoError(t, err)
@@ -118,7 +102,7 @@ func TestServeFirstStart(t *testing.T) {
 			Errors  []any
 		}
 	}
-	require.Equal(t, http.StatusOK, getJSON(t, url+"/api/workflows", key, &wf))
+	require.Equal(t, http.StatusOK, bottest.JSON(t, http.MethodGet, url+"/api/workflows", key, nil, &wf))
 	var commands []string
 	for _, w := range wf.Workflows {
 		require.Empty(t, w.Errors, w.Command)
@@ -141,7 +125,7 @@ func TestServeRestartKeepsAdminAndSeedsOnce(t *testing.T) {
 	key := strings.TrimSpace(keyOut[strings.LastIndex(strings.TrimSpace(keyOut), "\n")+1:])
 	url2, _ := startServe(t, map[string]string{"HOLDFAST_DB": db, "HOLDFAST_ADDR": "127.0.0.1:0"})
 	var wf struct{ Workflows []struct{ Command string } }
-	require.Equal(t, http.StatusOK, getJSON(t, url2+"/api/workflows", key, &wf))
+	require.Equal(t, http.StatusOK, bottest.JSON(t, http.MethodGet, url2+"/api/workflows", key, nil, &wf))
 	require.Len(t, wf.Workflows, 3, "re-seeding and re-importing are idempotent by command")
 }
 

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,26 +14,6 @@ import (
 	"github.com/holdfast-bot/holdfast/cmd/bot/bottest"
 	"github.com/holdfast-bot/holdfast/engine/fakellm"
 )
-
-// postJSONOut is postJSON that also decodes the answer.
-func postJSONOut(t *testing.T, url, key string, in, out any) int {
-	t.Helper()
-	raw, err := json.Marshal(in)
-	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(raw))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	if out != nil {
-		require.NoError(t, json.Unmarshal(body, out), string(body))
-	}
-	return resp.StatusCode
-}
 
 // TestBinaryRunsItemsSharingASession is issue 9's wedge with the real
 // binary: three items of one session, pending together, are claimed in one
@@ -57,20 +33,13 @@ func TestBinaryRunsItemsSharingASession(t *testing.T) {
 		"OPENAI_BASE_URL="+llm.URL, "OPENAI_API_KEY=sk-test", "HOLDFAST_WORKERS=1")
 	wf := filepath.Join(dir, "draft.md")
 	require.NoError(t, os.WriteFile(wf, []byte(strings.ReplaceAll(crashWorkflow, "¦", "`")), 0o644))
-	cli := func(args ...string) string {
-		c := exec.Command(bin, args...)
-		c.Env = env
-		out, err := c.CombinedOutput()
-		require.NoError(t, err, string(out))
-		return string(out)
-	}
-	cli("workflow", "import", wf)
-	key := lastLine(cli("apikey", "create", "--name", "shared", "--role", "admin"))
+	bottest.CLI(t, bin, env, "workflow", "import", wf)
+	key := bottest.AdminKey(t, bin, env, "shared")
 
 	p := bottest.Start(t, bin, env)
 	enqueue := func(dedupe, sessionID string) string {
 		var out struct{ Item struct{ ID string } }
-		require.Equal(t, http.StatusCreated, postJSONOut(t, p.URL+"/api/workflows/crash-draft/enqueue", key, map[string]any{
+		require.Equal(t, http.StatusCreated, bottest.JSON(t, http.MethodPost, p.URL+"/api/workflows/crash-draft/enqueue", key, map[string]any{
 			"dedupeKey": dedupe, "sessionId": sessionID,
 			"payload": map[string]any{"title": "Shared " + dedupe, "brief": "zqx" + dedupe},
 		}, &out))
@@ -83,7 +52,7 @@ func TestBinaryRunsItemsSharingASession(t *testing.T) {
 		t.Fatal("the first item's run never called the model")
 	}
 	var ses struct{ ID string }
-	require.Equal(t, http.StatusCreated, postJSONOut(t, p.URL+"/api/sessions", key, map[string]any{"title": "Shared"}, &ses))
+	require.Equal(t, http.StatusCreated, bottest.JSON(t, http.MethodPost, p.URL+"/api/sessions", key, map[string]any{"title": "Shared"}, &ses))
 	for i := range 3 {
 		items = append(items, enqueue(fmt.Sprint("shared-", i), ses.ID))
 	}
@@ -92,7 +61,7 @@ func TestBinaryRunsItemsSharingASession(t *testing.T) {
 	require.Eventually(t, func() bool {
 		for _, id := range items {
 			var it struct{ Status string }
-			if getJSON(t, p.URL+"/api/queue/"+id, key, &it) != http.StatusOK || it.Status != "done" {
+			if bottest.JSON(t, http.MethodGet, p.URL+"/api/queue/"+id, key, nil, &it) != http.StatusOK || it.Status != "done" {
 				return false
 			}
 		}
@@ -100,13 +69,13 @@ func TestBinaryRunsItemsSharingASession(t *testing.T) {
 	}, 60*time.Second, 50*time.Millisecond, "every item runs to done")
 	for _, id := range items {
 		var r struct{ Status, Error string }
-		require.Equal(t, http.StatusOK, getJSON(t, p.URL+"/api/runs/run_"+strings.TrimPrefix(id, "itm_"), key, &r))
+		require.Equal(t, http.StatusOK, bottest.JSON(t, http.MethodGet, p.URL+"/api/runs/run_"+strings.TrimPrefix(id, "itm_"), key, nil, &r))
 		require.Equal(t, "succeeded", r.Status, r.Error)
 	}
 	var evs struct {
 		Events []struct{ TS, Type string }
 	}
-	require.Equal(t, http.StatusOK, getJSON(t, p.URL+"/api/sessions/"+ses.ID+"/events", key, &evs))
+	require.Equal(t, http.StatusOK, bottest.JSON(t, http.MethodGet, p.URL+"/api/sessions/"+ses.ID+"/events", key, nil, &evs))
 	started := 0
 	for i, ev := range evs.Events {
 		if i > 0 {

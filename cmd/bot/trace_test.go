@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -318,16 +317,8 @@ func TestBinaryTraces(t *testing.T) {
 			"OTEL_EXPORTER_OTLP_ENDPOINT="+recv.URL, "OTEL_BSP_SCHEDULE_DELAY=50")
 		wf := filepath.Join(dir, "crash.md")
 		require.NoError(t, os.WriteFile(wf, []byte(strings.ReplaceAll(crashWorkflow, "¦", "`")), 0o644))
-		cli := func(args ...string) string {
-			c := exec.Command(bin, args...)
-			c.Env = env
-			out, err := c.CombinedOutput()
-			require.NoError(t, err, string(out))
-			return string(out)
-		}
-		cli("workflow", "import", wf)
-		lines := strings.Split(strings.TrimSpace(cli("apikey", "create", "--name", "trace", "--role", "admin")), "\n")
-		key := lines[len(lines)-1]
+		bottest.CLI(t, bin, env, "workflow", "import", wf)
+		key := bottest.AdminKey(t, bin, env, "trace")
 
 		first := bottest.Start(t, bin, env)
 		const tid = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -396,10 +387,10 @@ func TestServeWithoutEndpointExportsNothing(t *testing.T) {
 			keyOut, err := runCLI(t, env, "", "apikey", "create", "--name", "k", "--role", "admin")
 			require.NoError(t, err)
 			key := strings.TrimSpace(keyOut[strings.LastIndex(strings.TrimSpace(keyOut), "\n")+1:])
-			require.Equal(t, http.StatusCreated, postJSON(t, url+"/api/workflows/weekly-digest/enqueue", key, map[string]any{"dedupeKey": "d"}))
+			require.Equal(t, http.StatusCreated, bottest.JSON(t, http.MethodPost, url+"/api/workflows/weekly-digest/enqueue", key, map[string]any{"dedupeKey": "d"}, nil))
 			var runs struct{ Runs []struct{ Status string } }
 			require.Eventually(t, func() bool {
-				return getJSON(t, url+"/api/runs?status=succeeded", key, &runs) == http.StatusOK && len(runs.Runs) == 1
+				return bottest.JSON(t, http.MethodGet, url+"/api/runs?status=succeeded", key, nil, &runs) == http.StatusOK && len(runs.Runs) == 1
 			}, 20*time.Second, 10*time.Millisecond)
 		})
 	}

@@ -6,10 +6,14 @@ package bottest
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -144,4 +148,53 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// CLI runs the binary with env and answers its combined output; a failing
+// command fails t with that output.
+func CLI(t testing.TB, bin string, env []string, args ...string) string {
+	t.Helper()
+	c := exec.Command(bin, args...)
+	c.Env = env
+	out, err := c.CombinedOutput()
+	require.NoError(t, err, "%v\n%s", args, out)
+	return string(out)
+}
+
+// AdminKey creates an admin API key named name with the CLI and answers it
+// (the last line the command prints).
+func AdminKey(t testing.TB, bin string, env []string, name string) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(CLI(t, bin, env, "apikey", "create", "--name", name, "--role", "admin")), "\n")
+	return lines[len(lines)-1]
+}
+
+// JSON sends a request to the binary's API with in as its JSON body (none
+// when nil) and the bearer key (none when empty), decodes a 2xx answer into
+// out (when not nil) and answers the status.
+func JSON(t testing.TB, method, url, key string, in, out any) int {
+	t.Helper()
+	var body io.Reader
+	if in != nil {
+		raw, err := json.Marshal(in)
+		require.NoError(t, err)
+		body = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, url, body)
+	require.NoError(t, err)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	if out != nil && resp.StatusCode < 300 {
+		require.NoError(t, json.Unmarshal(raw, out), string(raw))
+	}
+	return resp.StatusCode
 }
