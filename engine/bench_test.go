@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/sqlite"
+	"github.com/holdfast-bot/holdfast/store/sqlite/sqlitetest"
 )
 
 // minimalDoc is issue 16's minimal workflow: the template model's render
@@ -66,43 +66,13 @@ func benchEngineWith(b *testing.B, doc string, opts ...func(*Config)) (*Engine, 
 	return e, db, dir
 }
 
-// commitsPerSecond measures single-row commits at synchronous=FULL (WAL) on
-// the same disk, one transaction each: the cost group commit amortises.
-func commitsPerSecond(b *testing.B, dir string) float64 {
-	b.Helper()
-	raw, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "commits.db")+"?_journal_mode=WAL&_synchronous=FULL")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer raw.Close()
-	raw.SetMaxOpenConns(1)
-	if _, err := raw.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)`); err != nil {
-		b.Fatal(err)
-	}
-	const n = 300
-	start := time.Now()
-	for i := range n {
-		tx, err := raw.Begin()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := tx.Exec(`INSERT INTO t (v) VALUES (?)`, fmt.Sprint(i)); err != nil {
-			b.Fatal(err)
-		}
-		if err := tx.Commit(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return n / time.Since(start).Seconds()
-}
-
 // BenchmarkEnqueueToStart measures the latency from calling Enqueue to the
 // run_started commit being announced, one item at a time on an idle engine
 // (each enqueue waits until the previous run has finished), with the
 // same-run single-row commit rate for scale.
 func BenchmarkEnqueueToStart(b *testing.B) {
 	e, _, dir := benchEngine(b)
-	commits := commitsPerSecond(b, dir)
+	commits := sqlitetest.CommitsPerSecond(b, dir)
 	started := make(chan string, 1024)
 	finished := make(chan string, 1024)
 	e.Subscribe(func(ev Event) {
@@ -162,7 +132,7 @@ func BenchmarkRunsPerSecondMinimal(b *testing.B) {
 
 // measureRunsPerSecond is BenchmarkRunsPerSecond's measurement on e.
 func measureRunsPerSecond(b *testing.B, e *Engine, db *sqlite.DB, dir string) {
-	commits := commitsPerSecond(b, dir)
+	commits := sqlitetest.CommitsPerSecond(b, dir)
 	var finished atomic.Int64
 	done := make(chan struct{}, 1)
 	e.Subscribe(func(ev Event) {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/holdfast-bot/holdfast/cmd/bot/bottest"
+	"github.com/holdfast-bot/holdfast/store/sqlite/sqlitetest"
 )
 
 // benchWorkflow is issue 16's minimal workflow: the template model's render
@@ -71,7 +72,7 @@ func BenchmarkBinaryHTTPRunsPerSecond(b *testing.B) {
 	defer p.Stop(b)
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-	commits := commitsPerSecond(b, dir)
+	commits := sqlitetest.CommitsPerSecond(b, dir)
 	n := max(b.N, 200)
 	finished0 := runsFinished(b, client, p.URL, internal)
 	cpu0 := procCPU(b, p.Cmd.Process.Pid)
@@ -127,29 +128,6 @@ func BenchmarkBinaryHTTPRunsPerSecond(b *testing.B) {
 	b.ReportMetric(float64(n)/enqueued.Seconds(), "requests/s")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(n), "server-cpu-ms/run")
 	b.ReportMetric(commits, "commits/s")
-}
-
-// commitsPerSecond measures single-row commits at synchronous=FULL (WAL) on
-// the same disk, one transaction each: the fsync limit the figures above
-// are read against.
-func commitsPerSecond(b *testing.B, dir string) float64 {
-	raw, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "commits.db")+"?_journal_mode=WAL&_synchronous=FULL")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer raw.Close()
-	raw.SetMaxOpenConns(1)
-	if _, err := raw.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)`); err != nil {
-		b.Fatal(err)
-	}
-	const n = 300
-	start := time.Now()
-	for i := range n {
-		if _, err := raw.Exec(`INSERT INTO t (v) VALUES (?)`, fmt.Sprint(i)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return n / time.Since(start).Seconds()
 }
 
 // lastFinished is when the server finished its last run, read from its

@@ -1,7 +1,9 @@
-// Package sqlitetest seeds SQLite stores with history at a scale the store
-// methods would take minutes to write one by one, for benchmarks of the
-// queries that read it. It writes rows as the store would, with raw SQL, to
-// a database the store has already migrated.
+// Package sqlitetest is the SQLite benchmarks' support. It seeds stores with
+// history at a scale the store methods would take minutes to write one by
+// one, for benchmarks of the queries that read it, writing rows as the store
+// would, with raw SQL, to a database the store has already migrated; and it
+// measures the disk's single-row commit rate that write benchmarks are read
+// against.
 package sqlitetest
 
 import (
