@@ -27,12 +27,12 @@ const minimalDoc = "# Workflow /bench\n\n## Trigger\n- **Command** `/bench`\n- *
 // benchEngine is a started engine (4 workers, synchronous=FULL) with the
 // four-step template workflow /bench that dispatches a memo; opts adjust
 // its Config.
-func benchEngine(b *testing.B, opts ...func(*Config)) (*Engine, *sqlite.DB, string) {
+func benchEngine(b testing.TB, opts ...func(*Config)) (*Engine, *sqlite.DB, string) {
 	return benchEngineWith(b, wfDoc("/bench"), opts...)
 }
 
 // benchEngineWith is benchEngine with the workflow doc as /bench.
-func benchEngineWith(b *testing.B, doc string, opts ...func(*Config)) (*Engine, *sqlite.DB, string) {
+func benchEngineWith(b testing.TB, doc string, opts ...func(*Config)) (*Engine, *sqlite.DB, string) {
 	b.Helper()
 	ctx := context.Background()
 	dir := b.TempDir()

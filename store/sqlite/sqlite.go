@@ -107,6 +107,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if sync != "FULL" && sync != "NORMAL" {
 		return nil, fmt.Errorf("sqlite: synchronous must be full or normal, got %q", cfg.Sync)
 	}
+	keepFreedHeap()
 	if dir := filepath.Dir(cfg.Path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("sqlite: create directory: %w", err)
