@@ -2,6 +2,5 @@
 
 package sqlite
 
-// keepFreedHeap is a no-op where the C library is not glibc's (see
-// malloc_glibc.go).
+// keepFreedHeap is a no-op off Linux (see malloc_glibc.go).
 func keepFreedHeap() {}
