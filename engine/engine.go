@@ -259,7 +259,7 @@ func (e *Engine) onWork(w store.WorkNotice) {
 		e.resumeHint.Store(true)
 		e.signal()
 	case store.WorkLeaseFree:
-		if w.Reason == leaderLease {
+		if w.Reason == leaderLease || w.Reason == "" {
 			e.pokeCampaign()
 		}
 	case store.WorkCancel:

@@ -548,7 +548,9 @@ const (
 	WorkResumable = "resumable"
 	WorkCancel    = "cancel"
 	// WorkLeaseFree says a lease was released (LeaseRelease), so a
-	// campaigner may take it now; Reason is the lease's name.
+	// campaigner may take it now; Reason is the lease's name, or empty when
+	// the store cannot tell which (notices were lost, as across a
+	// reconnect): any lease may be free.
 	WorkLeaseFree = "lease_free"
 )
 
@@ -556,7 +558,8 @@ const (
 type WorkNotice struct {
 	Kind string `json:"kind"`
 	// RunIDs and Reason are a WorkCancel's: the runs asked to cancel and the
-	// request's reason (who asked). A WorkLeaseFree's Reason is the lease.
+	// request's reason (who asked). A WorkLeaseFree's Reason is the lease
+	// (empty: any lease).
 	RunIDs []string `json:"runIds,omitempty"`
 	Reason string   `json:"reason,omitempty"`
 }

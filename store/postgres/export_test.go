@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -34,4 +36,19 @@ func NameLockWaitersForTest(ctx context.Context, db *DB, name string) (n int, er
 	err = db.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
 		AND classid = $1 AND objid::bigint = (hashtext(lower($2)) & x'ffffffff'::bigint)`, nameLockSpace, name).Scan(&n)
 	return n, err
+}
+
+// TerminateListenerForTest ends the backend LISTENing for db's work notices
+// and waits (up to 5 s) until it has gone, answering how many it ended.
+func TerminateListenerForTest(ctx context.Context, db *DB) (n int, err error) {
+	err = db.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM pg_stat_activity
+		WHERE pid <> pg_backend_pid() AND query = $1`, `LISTEN `+pgx.Identifier{db.workChannel}.Sanitize()).Scan(&n)
+	return n, err
+}
+
+// HoldListenerReconnectForTest makes db's listener wait for release before
+// reconnecting after a lost connection. Call it before the first
+// subscription.
+func HoldListenerReconnectForTest(db *DB, release <-chan struct{}) {
+	db.listener.beforeReconnect = func() { <-release }
 }

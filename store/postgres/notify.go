@@ -65,6 +65,10 @@ type listener struct {
 	workSubs   map[*workSub]struct{}
 	lastEvent  atomic.Int64
 	listenOnce sync.Once
+
+	// beforeReconnect, when set (by a test, before the first subscription),
+	// runs before each reconnect: the test acts while nobody listens.
+	beforeReconnect func()
 }
 
 type eventSub struct {
@@ -112,6 +116,9 @@ func (l *listener) run() {
 			return
 		}
 		_ = err // a lost connection: reconnect, then wake everyone
+		if l.beforeReconnect != nil {
+			l.beforeReconnect()
+		}
 		select {
 		case <-l.ctx.Done():
 			return
@@ -145,6 +152,7 @@ func (l *listener) listen() error {
 		}
 		l.work(store.WorkNotice{Kind: store.WorkQueued})
 		l.work(store.WorkNotice{Kind: store.WorkResumable})
+		l.work(store.WorkNotice{Kind: store.WorkLeaseFree}) // which lease, if any, is not known
 	}
 	for {
 		n, err := conn.WaitForNotification(l.ctx)

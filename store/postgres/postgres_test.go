@@ -71,6 +71,41 @@ func TestIsURL(t *testing.T) {
 // misses it, but two writes answering to one name (a workflow's dispatches,
 // all titled alike) have nothing to check against each other and must not
 // queue behind each other's commits.
+// TestListenerReconnectWakesCampaigners: notices sent while the listening
+// connection is down are lost, so after reconnecting the store wakes its
+// subscribers for everything that may have happened, a released lease
+// included (or a follower would wait out the lease's expiry).
+func TestListenerReconnectWakesCampaigners(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTemp(t)
+	reconnect := make(chan struct{})
+	postgres.HoldListenerReconnectForTest(db, reconnect)
+	subCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := db.WorkSubscribe(subCtx)
+	held, err := db.LeaseAcquire(ctx, "leader", "a", time.Now(), time.Minute)
+	require.NoError(t, err)
+	require.True(t, held)
+	n, err := postgres.TerminateListenerForTest(ctx, db)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	// Released while nobody listens: its own notice is lost.
+	require.NoError(t, db.LeaseRelease(ctx, "leader", "a"))
+	close(reconnect)
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case w := <-work:
+			if w.Kind == store.WorkLeaseFree {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no lease_free wake-up after the listener reconnected")
+		}
+	}
+}
+
 func TestNameLocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
