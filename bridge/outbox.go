@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -19,61 +20,69 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-// sendLoop delivers the outbox: every pass claims up to Senders threads'
-// oldest due messages and sends them (threads in parallel, each thread in
-// order), then sleeps until the next message is due, a wake-up, or the
-// safety-net tick. The claim is in the database (SlackOutboxClaim), so any
-// number of replicas send each message once and each thread in order.
+// sendLoop delivers the outbox: it keeps up to Senders deliveries in
+// flight, each the oldest due message of its thread (threads in parallel,
+// each thread in order), and claims the next head as soon as a delivery
+// ends, so a slow or hanging Slack call holds up its own thread only. With
+// nothing to claim it sleeps until the next message is due, a wake-up, a
+// delivery's end, or the safety-net tick. The claim is in the database
+// (SlackOutboxClaim), so any number of replicas send each message once and
+// each thread in order. It returns once ctx is done and every delivery in
+// flight has recorded its outcome.
 func (b *Bridge) sendLoop(ctx context.Context) {
+	var (
+		wg       sync.WaitGroup
+		inflight atomic.Int64
+		ended    = make(chan struct{}, 1)
+	)
+	defer wg.Wait()
 	for ctx.Err() == nil {
-		n, err := b.sendOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			b.log.ErrorContext(ctx, "slack: outbox pass failed", slog.Any("error", err))
+		var (
+			n   int
+			err error
+		)
+		if free := b.cfg.Senders - int(inflight.Load()); free > 0 {
+			var due []*store.SlackOutboxMsg
+			now := time.Now()
+			due, err = b.store.SlackOutboxClaim(ctx, &store.SlackClaimParams{Holder: b.cfg.Holder, Now: now,
+				Until: now.Add(b.cfg.ClaimLease), Limit: free})
+			if err != nil && ctx.Err() == nil {
+				b.log.ErrorContext(ctx, "slack: outbox claim failed", slog.Any("error", err))
+			}
+			for _, m := range due {
+				inflight.Add(1)
+				wg.Go(func() {
+					if err := b.deliver(ctx, m); err != nil && ctx.Err() == nil {
+						b.log.ErrorContext(ctx, "slack: outbox delivery failed", slog.Int64("outbox_id", m.ID), slog.Any("error", err))
+					}
+					inflight.Add(-1)
+					wake(ended)
+					b.cfg.Signals.fire()
+				})
+			}
+			n = len(due)
 		}
 		b.cfg.Signals.fire()
 		if n > 0 && err == nil {
 			continue
 		}
 		wait := b.cfg.Tick
-		if next, err := b.store.SlackOutboxNextDue(ctx); err == nil {
-			wait = min(wait, max(time.Until(next), time.Millisecond))
+		// With every sender busy only a delivery's end frees one; a head due
+		// meanwhile must not make this loop spin.
+		if inflight.Load() < int64(b.cfg.Senders) {
+			if next, err := b.store.SlackOutboxNextDue(ctx); err == nil {
+				wait = min(wait, max(time.Until(next), time.Millisecond))
+			}
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 		case <-b.outboxWake:
+		case <-ended:
 		case <-t.C:
 		}
 		t.Stop()
 	}
-}
-
-// sendOnce claims due queue heads, one per free sender, and makes one
-// attempt at each; it answers how many attempts it made. It claims no more
-// than it sends at once, so no claim waits behind other sends.
-func (b *Bridge) sendOnce(ctx context.Context) (int, error) {
-	now := time.Now()
-	due, err := b.store.SlackOutboxClaim(ctx, &store.SlackClaimParams{Holder: b.cfg.Holder, Now: now,
-		Until: now.Add(b.cfg.ClaimLease), Limit: b.cfg.Senders})
-	if err != nil || len(due) == 0 {
-		return 0, err
-	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, m := range due {
-		wg.Go(func() {
-			if err := b.deliver(ctx, m); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return len(due), errors.Join(errs...)
 }
 
 // deliver makes one attempt at a claimed message, extending the claim while

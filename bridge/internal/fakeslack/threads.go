@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -18,6 +19,12 @@ type threads struct {
 	limits   map[string]*rateLimit
 	pageCaps map[string]int
 	delays   map[string]time.Duration
+	stalls   map[string]*stall // by method + " " + channel
+}
+
+type stall struct {
+	arrived, release chan struct{}
+	arrive           func()
 }
 
 type user struct{ name, displayName, realName string }
@@ -66,6 +73,21 @@ func (s *Server) Delay(method string, d time.Duration) {
 	s.threads.delays[method] = d
 }
 
+// Stall makes calls of method for channel wait, unanswered, until release
+// is called (or their caller gives up): a Slack that hangs on one channel.
+// arrived is closed when the first such call is waiting.
+func (s *Server) Stall(method, channel string) (arrived <-chan struct{}, release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.threads.stalls == nil {
+		s.threads.stalls = map[string]*stall{}
+	}
+	st := &stall{arrived: make(chan struct{}), release: make(chan struct{})}
+	st.arrive = sync.OnceFunc(func() { close(st.arrived) })
+	s.threads.stalls[method+" "+channel] = st
+	return st.arrived, sync.OnceFunc(func() { close(st.release) })
+}
+
 // ClearFailures drops the failures FailMethod still holds for method.
 func (s *Server) ClearFailures(method string) {
 	s.mu.Lock()
@@ -104,11 +126,20 @@ func (s *Server) Seed(m Message) {
 	s.addMessage(&m)
 }
 
-// intercept delays a call (Delay), and answers one refused by FailMethod or
+// intercept holds a call (Stall, Delay), and answers one refused by FailMethod or
 // RateLimit (it records
 // the call, unlocks s.mu and writes the answer) and reports whether it
 // did; otherwise it applies CapPages to form and leaves s.mu locked.
 func (s *Server) intercept(w http.ResponseWriter, r *http.Request, call Call, form map[string]string) bool {
+	if st := s.threads.stalls[call.Method+" "+form["channel"]]; st != nil {
+		s.mu.Unlock()
+		st.arrive()
+		select {
+		case <-st.release:
+		case <-r.Context().Done():
+		}
+		s.mu.Lock()
+	}
 	if d := s.threads.delays[call.Method]; d > 0 {
 		s.mu.Unlock()
 		t := time.NewTimer(d)
