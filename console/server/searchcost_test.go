@@ -100,19 +100,21 @@ func worstQueries() map[string]string {
 	}
 }
 
-// timeSearch answers the slowest of n runs of a store search (the time a
-// reader is held).
+// timeSearch answers the median of n runs of a store search (the time a
+// reader is held): a search that costs too much exceeds the bound in most
+// runs, while one descheduled slice on a busy machine (the CI runs packages
+// side by side on two cores) is not the search's doing.
 func timeSearch(t testing.TB, s *stack, q string, n int) time.Duration {
 	t.Helper()
-	var worst time.Duration
-	for range n {
+	took := make([]time.Duration, n)
+	for i := range n {
 		start := time.Now()
 		_, err := s.db.MemoSearch(context.Background(), &store.MemoSearchParams{Query: q})
-		d := time.Since(start)
+		took[i] = time.Since(start)
 		require.NoError(t, err)
-		worst = max(worst, d)
 	}
-	return worst
+	slices.Sort(took)
+	return took[n/2]
 }
 
 // listingAlongsideSearches runs nine clients searching q through the API
@@ -209,7 +211,7 @@ func TestSearchCostIsBounded(t *testing.T) {
 	var worstName string
 	var worst time.Duration
 	for name, q := range worstQueries() {
-		d := timeSearch(t, s, q, 3)
+		d := timeSearch(t, s, q, 5)
 		t.Logf("search %-20s %v", name, d)
 		require.Less(t, d, searchBound*raceSlowdown, "search %s holds a reader too long", name)
 		if d > worst {
