@@ -126,10 +126,10 @@ func (s *Server) Seed(m Message) {
 	s.addMessage(&m)
 }
 
-// intercept holds a call (Stall, Delay), and answers one refused by FailMethod or
-// RateLimit (it records
-// the call, unlocks s.mu and writes the answer) and reports whether it
-// did; otherwise it applies CapPages to form and leaves s.mu locked.
+// intercept holds a call (Stall, Delay), and answers one refused by
+// FailMethod or RateLimit (it records the call, unlocks s.mu and writes the
+// answer) and reports whether it did; otherwise it applies CapPages to form
+// and leaves s.mu locked.
 func (s *Server) intercept(w http.ResponseWriter, r *http.Request, call Call, form map[string]string) bool {
 	if st := s.threads.stalls[call.Method+" "+form["channel"]]; st != nil {
 		s.mu.Unlock()
