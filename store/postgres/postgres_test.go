@@ -66,11 +66,6 @@ func TestIsURL(t *testing.T) {
 	require.Equal(t, "HOLDFAST_TEST_POSTGRES", pgtest.EnvURL)
 }
 
-// TestNameLocks: a memo write locks the names it answers to so that a
-// workflow naming one of them cannot be indexed against a snapshot that
-// misses it, but two writes answering to one name (a workflow's dispatches,
-// all titled alike) have nothing to check against each other and must not
-// queue behind each other's commits.
 // TestListenerReconnectWakesCampaigners: notices sent while the listening
 // connection is down are lost, so after reconnecting the store wakes its
 // subscribers for everything that may have happened, a released lease
@@ -106,6 +101,11 @@ func TestListenerReconnectWakesCampaigners(t *testing.T) {
 	}
 }
 
+// TestNameLocks: a memo write locks the names it answers to so that a
+// workflow naming one of them cannot be indexed against a snapshot that
+// misses it, but two writes answering to one name (a workflow's dispatches,
+// all titled alike) have nothing to check against each other and must not
+// queue behind each other's commits.
 func TestNameLocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
