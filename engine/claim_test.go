@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -291,4 +292,76 @@ func TestClaimedOnEnqueueRunIsRecovered(t *testing.T) {
 func waitIdle(t *testing.T, e *Engine, n int64) {
 	t.Helper()
 	waitUntil(t, 10*time.Second, fmt.Sprintf("%d workers idle", n), func() bool { return e.idle.Load() == n })
+}
+
+// TestClaimedRunsGoToAnyFreeWorker: runs one worker claimed beyond the one
+// it starts wait for whichever worker is free first, not for the claiming
+// worker's own run. Claims used to be per worker (up to three, run one
+// after another), so an item claimed behind a slow run waited out that
+// whole run while another worker sat idle.
+func TestClaimedRunsGoToAnyFreeWorker(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{cfg: Config{Workers: 2}})
+	doc := strings.Replace(wfDoc("/slow"), "## Policy\n", "## Policy\n- **Model** `openai:slow-model`\n", 1)
+	_, _, err := b.lib.ImportWorkflow(ctx, "", doc)
+	require.NoError(t, err)
+	// A call whose prompt names a gate waits for it; any other answers at once.
+	var mu sync.Mutex
+	gates := map[string]chan struct{}{"gate-a1": make(chan struct{}), "gate-a2": make(chan struct{}), "gate-b": make(chan struct{})}
+	b.llm.Script(func(_ int, body map[string]any) map[string]any {
+		raw, _ := json.Marshal(body["messages"])
+		mu.Lock()
+		defer mu.Unlock()
+		for name, gate := range gates {
+			if strings.Contains(string(raw), name) {
+				mu.Unlock()
+				<-gate
+				mu.Lock()
+			}
+		}
+		return nil
+	})
+	open := func(name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		close(gates[name])
+		delete(gates, name)
+	}
+	t.Cleanup(func() {
+		for name := range gates {
+			open(name)
+		}
+	})
+	arrived := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case <-b.llm.Arrived():
+			case <-time.After(10 * time.Second):
+				t.Fatal("model call never arrived")
+			}
+		}
+	}
+	item := func(brief string) *store.QueueItem {
+		return b.enqueue(t, EnqueueParams{Command: "/slow", Payload: map[string]any{"title": "T", "brief": brief}})
+	}
+
+	waitIdle(t, b.eng, 2)
+	item("gate-a1")
+	item("gate-a2")
+	arrived(2) // both workers are busy
+	slow, quick := item("gate-b"), item("no gate")
+	require.Equal(t, store.ItemPending, slow.Status, "no worker was free")
+	require.Equal(t, store.ItemPending, quick.Status)
+	open("gate-a1") // one worker finishes, claims both and starts the slow one
+	arrived(1)
+	open("gate-a2") // the other worker is free now
+	waitUntil(t, 10*time.Second, "the quick item's run to succeed", func() bool {
+		r, err := b.db.RunGetByID(ctx, store.RunIDForItem(quick.ID))
+		return err == nil && r.Status == store.RunSucceeded
+	})
+	s, err := b.db.RunGetByID(ctx, store.RunIDForItem(slow.ID))
+	require.NoError(t, err)
+	require.Equal(t, store.RunRunning, s.Status, "the quick item did not wait for the slow one")
 }
