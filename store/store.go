@@ -463,14 +463,17 @@ type SessionStore interface {
 }
 
 // NewID returns a time-ordered, URL-safe id with a readable prefix such as
-// "mem". Ordering by id then follows creation, which keyset pages rely on.
+// "mem". Ordering by id then follows creation, which keyset pages rely on
+// to break ties, and new rows land at the end of an id index. The base32
+// alphabet is the "extended hex" one, whose digits sort before its letters
+// as they do in ASCII.
 func NewID(prefix string) string {
 	var b [13]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixNano()))
 	if _, err := rand.Read(b[8:]); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
-	return prefix + "_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+	return prefix + "_" + strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
 // HashContent is the content hash kept on memos and used by dispatch's move
