@@ -41,8 +41,9 @@ type SlackStore interface {
 	// lose nor repeat the transcript line.
 	SlackInboxAppendEvent(ctx context.Context, inboxID int64, ev *EventAppendParams) (*Event, error)
 	// SlackEventAppendOnce appends ev, its payload stamped slackEventId, to
-	// its session's transcript unless the session already holds an event of
-	// ev's type with that slackEventId; added reports whether it appended.
+	// its session's transcript unless it appended a line of ev's type for
+	// that slackEventId to that session before; added reports whether it
+	// appended. The check costs the same however long the transcript is.
 	// A delivery whose effects follow its transcript line (a mention
 	// command) records it so: replayed after a crash, it records it once.
 	SlackEventAppendOnce(ctx context.Context, slackEventID string, ev *EventAppendParams) (added bool, err error)

@@ -154,9 +154,10 @@ func (db *DB) SlackInboxAppendEvent(ctx context.Context, inboxID int64, p *store
 	return ev, nil
 }
 
-// SlackEventAppendOnce appends ev unless its session already holds an event
-// of its type from the same Slack event. The session row is locked first,
-// so the check and the append are atomic across replicas.
+// SlackEventAppendOnce appends ev unless slack_event_lines records its line
+// (the same Slack event, session and type) already. The record's primary
+// key makes the check and the append atomic across replicas: a second
+// transaction's insert waits for the first's and then finds the row.
 func (db *DB) SlackEventAppendOnce(ctx context.Context, slackEventID string, p *store.EventAppendParams) (bool, error) {
 	if slackEventID == "" {
 		return false, fmt.Errorf("slack event append once: no slack event id")
@@ -166,18 +167,10 @@ func (db *DB) SlackEventAppendOnce(ctx context.Context, slackEventID string, p *
 	added := false
 	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
 		added = false
-		// The lock first, the check in a statement of its own: its snapshot
-		// then sees any append that held the lock before.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE`, q.SessionID); err != nil {
+		tag, err := tx.Exec(ctx, `INSERT INTO slack_event_lines (slack_event_id, session_id, type) VALUES ($1, $2, $3)
+			ON CONFLICT DO NOTHING`, slackEventID, q.SessionID, q.Type)
+		if err != nil || tag.RowsAffected() == 0 {
 			return err
-		}
-		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_events WHERE session_id = $1 AND type = $2
-			AND payload::jsonb ->> 'slackEventId' = $3)`, q.SessionID, q.Type, slackEventID).Scan(&exists); err != nil {
-			return err
-		}
-		if exists {
-			return nil
 		}
 		if _, err := appendOne(ctx, tx, &q); err != nil {
 			return err

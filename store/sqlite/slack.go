@@ -197,9 +197,9 @@ func (db *DB) SlackInboxAppendEvent(ctx context.Context, inboxID int64, p *store
 	return ev, nil
 }
 
-// SlackEventAppendOnce appends ev unless its session already holds an event
-// of its type from the same Slack event; the check and the append are one
-// transaction. The session's (session_id, type, ts) index bounds the search.
+// SlackEventAppendOnce appends ev unless slack_event_lines records its line
+// (the same Slack event, session and type) already; the record and the
+// append are one transaction.
 func (db *DB) SlackEventAppendOnce(ctx context.Context, slackEventID string, p *store.EventAppendParams) (bool, error) {
 	if slackEventID == "" {
 		return false, fmt.Errorf("slack event append once: no slack event id")
@@ -213,13 +213,13 @@ func (db *DB) SlackEventAppendOnce(ctx context.Context, slackEventID string, p *
 	added := false
 	err := db.tx(ctx, func(tx *sql.Tx) error {
 		added = false
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM session_events WHERE session_id = ? AND type = ?
-			AND json_extract(payload, '$.slackEventId') = ?`, q.SessionID, q.Type, slackEventID).Scan(&n); err != nil {
+		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO slack_event_lines (slack_event_id, session_id, type) VALUES (?, ?, ?)`,
+			slackEventID, q.SessionID, q.Type)
+		if err != nil {
 			return err
 		}
-		if n > 0 {
-			return nil
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err
 		}
 		if _, err := eventAppendTx(ctx, tx, &q); err != nil {
 			return err
