@@ -311,14 +311,16 @@ func TestClaimedRunsGoToAnyFreeWorker(t *testing.T) {
 	gates := map[string]chan struct{}{"gate-a1": make(chan struct{}), "gate-a2": make(chan struct{}), "gate-b": make(chan struct{})}
 	b.llm.Script(func(_ int, body map[string]any) map[string]any {
 		raw, _ := json.Marshal(body["messages"])
+		var wait chan struct{}
 		mu.Lock()
-		defer mu.Unlock()
 		for name, gate := range gates {
 			if strings.Contains(string(raw), name) {
-				mu.Unlock()
-				<-gate
-				mu.Lock()
+				wait = gate
 			}
+		}
+		mu.Unlock()
+		if wait != nil {
+			<-wait
 		}
 		return nil
 	})

@@ -437,17 +437,13 @@ const claimAhead = 2
 // not fit in handoff (a claim takes every pending item that shares a
 // session with the ones it took) this worker runs itself, in order.
 func (e *Engine) take(ctx context.Context) []*store.Run {
-	select {
-	case r := <-e.handoff:
+	if r := e.waiting(); r != nil {
 		return []*store.Run{r}
-	default:
 	}
 	e.claimMu.Lock()
 	defer e.claimMu.Unlock()
-	select { // another worker's claim may have filled it meanwhile
-	case r := <-e.handoff:
+	if r := e.waiting(); r != nil { // another worker's claim filled handoff meanwhile
 		return []*store.Run{r}
-	default:
 	}
 	runs := e.acquire(ctx, 1+max(0, claimAhead*e.cfg.Workers-len(e.handoff)))
 	if len(runs) < 2 {
@@ -462,6 +458,16 @@ func (e *Engine) take(ctx context.Context) []*store.Run {
 		}
 	}
 	return own
+}
+
+// waiting answers a run from handoff, or nil when none waits.
+func (e *Engine) waiting() *store.Run {
+	select {
+	case r := <-e.handoff:
+		return r
+	default:
+		return nil
+	}
 }
 
 // acquire takes work for the pool (its caller holds claimMu): approved runs
