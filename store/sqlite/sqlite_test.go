@@ -41,6 +41,35 @@ func TestMigrations(t *testing.T) {
 		require.NoError(t, db.Close())
 	})
 
+	// A new database gets the store's page size; one made before keeps its
+	// own, since only a VACUUM could change it.
+	t.Run("PageSize", func(t *testing.T) {
+		pageSize := func(path string) (size int, mode string) {
+			raw, err := sql.Open("sqlite3", path)
+			require.NoError(t, err)
+			defer raw.Close()
+			require.NoError(t, raw.QueryRow(`PRAGMA page_size`).Scan(&size))
+			require.NoError(t, raw.QueryRow(`PRAGMA journal_mode`).Scan(&mode))
+			return size, mode
+		}
+		size, mode := pageSize(path)
+		require.Equal(t, 2048, size, "a database Open created")
+		require.Equal(t, "wal", mode)
+
+		old := filepath.Join(t.TempDir(), "old.db")
+		raw, err := sql.Open("sqlite3", "file:"+old+"?_journal_mode=WAL")
+		require.NoError(t, err)
+		_, err = raw.Exec(`CREATE TABLE made_before (x)`)
+		require.NoError(t, err)
+		require.NoError(t, raw.Close())
+		db, err := sqlite.Open(ctx, sqlite.Config{Path: old})
+		require.NoError(t, err)
+		require.NoError(t, db.Close())
+		size, mode = pageSize(old)
+		require.Equal(t, 4096, size, "a database made at SQLite's default")
+		require.Equal(t, "wal", mode)
+	})
+
 	t.Run("NewerSchemaRefused", func(t *testing.T) {
 		raw, err := sql.Open("sqlite3", path)
 		require.NoError(t, err)
