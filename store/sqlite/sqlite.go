@@ -172,8 +172,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 // halve what the single writer copies, checksums and syncs per run. In
 // interleaved rounds against 4 KiB: runs per second 1.10 (minimal workflow),
 // 1.18 (four-step), 1.13 (the binary over HTTP), CPU per run 0.90 and 0.88.
-// Reads touch more pages for the same rows; docs/benchmarks.md has what that
-// costs. 1 KiB measured less than 2 KiB (1.04, 1.14).
+// Reads touch more pages for the same rows, which measured within noise
+// (docs/benchmarks.md). 1 KiB measured less than 2 KiB (1.04, 1.14).
 const pageSize = 2048
 
 // create makes a database that does not exist yet, with pageSize pages and
