@@ -51,31 +51,17 @@ func TestMigrations(t *testing.T) {
 		require.ErrorIs(t, err, postgres.ErrSchemaTooNew)
 	})
 
-	// 010 records the mention lines appended before it, so a delivery
-	// replayed across the upgrade still records its line once.
 	t.Run("SlackEventLinesBackfilled", func(t *testing.T) {
 		url := pgtest.SchemaURL(t)
-		db, err := postgres.Open(ctx, postgres.Config{URL: url})
-		require.NoError(t, err)
-		ses, err := db.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginChannel, Policy: store.PolicyAuto})
-		require.NoError(t, err)
-		line := &store.EventAppendParams{SessionID: ses.ID, Type: store.EventUserMessage, Actor: "slack:U1", Payload: map[string]any{"text": "status"}}
-		added, err := db.SlackEventAppendOnce(ctx, "Ev1", line)
-		require.NoError(t, err)
-		require.True(t, added)
-		require.NoError(t, postgres.ExecForTest(ctx, db, `DROP TABLE slack_event_lines`))
-		require.NoError(t, postgres.ExecForTest(ctx, db, `DELETE FROM schema_migrations WHERE version = 10`))
-		require.NoError(t, db.Close())
-
-		db, err = postgres.Open(ctx, postgres.Config{URL: url})
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, db.Close()) })
-		added, err = db.SlackEventAppendOnce(ctx, "Ev1", line)
-		require.NoError(t, err)
-		require.False(t, added, "the line from before the upgrade counts")
-		added, err = db.SlackEventAppendOnce(ctx, "Ev2", line)
-		require.NoError(t, err)
-		require.True(t, added)
+		storetest.SlackEventLinesBackfilled(t, func(t *testing.T) store.Store {
+			db, err := postgres.Open(ctx, postgres.Config{URL: url})
+			require.NoError(t, err)
+			return db
+		}, func(t *testing.T, s store.Store) {
+			db := s.(*postgres.DB)
+			require.NoError(t, postgres.ExecForTest(ctx, db, `DROP TABLE slack_event_lines`))
+			require.NoError(t, postgres.ExecForTest(ctx, db, `DELETE FROM schema_migrations WHERE version = 10`))
+		})
 	})
 
 	t.Run("NotAURL", func(t *testing.T) {

@@ -80,35 +80,19 @@ func TestMigrations(t *testing.T) {
 		require.ErrorIs(t, err, sqlite.ErrSchemaTooNew)
 	})
 
-	// 031 records the mention lines appended before it, so a delivery
-	// replayed across the upgrade still records its line once.
 	t.Run("SlackEventLinesBackfilled", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "upgrade.db")
-		db, err := sqlite.Open(ctx, sqlite.Config{Path: path})
-		require.NoError(t, err)
-		ses, err := db.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginChannel, Policy: store.PolicyAuto})
-		require.NoError(t, err)
-		line := &store.EventAppendParams{SessionID: ses.ID, Type: store.EventUserMessage, Actor: "slack:U1", Payload: map[string]any{"text": "status"}}
-		added, err := db.SlackEventAppendOnce(ctx, "Ev1", line)
-		require.NoError(t, err)
-		require.True(t, added)
-		require.NoError(t, db.Close())
-
-		raw, err := sql.Open("sqlite3", path)
-		require.NoError(t, err)
-		_, err = raw.Exec(`DROP TABLE slack_event_lines; DELETE FROM schema_migrations WHERE version = 31`)
-		require.NoError(t, err)
-		require.NoError(t, raw.Close())
-
-		db, err = sqlite.Open(ctx, sqlite.Config{Path: path})
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, db.Close()) })
-		added, err = db.SlackEventAppendOnce(ctx, "Ev1", line)
-		require.NoError(t, err)
-		require.False(t, added, "the line from before the upgrade counts")
-		added, err = db.SlackEventAppendOnce(ctx, "Ev2", line)
-		require.NoError(t, err)
-		require.True(t, added)
+		storetest.SlackEventLinesBackfilled(t, func(t *testing.T) store.Store {
+			db, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+			require.NoError(t, err)
+			return db
+		}, func(t *testing.T, _ store.Store) {
+			raw, err := sql.Open("sqlite3", path)
+			require.NoError(t, err)
+			defer raw.Close()
+			_, err = raw.Exec(`DROP TABLE slack_event_lines; DELETE FROM schema_migrations WHERE version = 31`)
+			require.NoError(t, err)
+		})
 	})
 
 	t.Run("BadSyncRefused", func(t *testing.T) {
