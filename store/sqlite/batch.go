@@ -31,33 +31,33 @@ type writeReq struct {
 	rerun bool
 }
 
-// write is tx for the engine's hot writes, with two differences.
-//
-// fn gets a context that never cancels: once a write function starts it runs
-// to the end (its caller's cancellation is honoured before it starts), which
-// spares the driver a goroutine per statement (go-sqlite3 watches any
-// cancellable context with one).
-//
-// fn may be run more than once: a batch made only of such functions runs
-// without savepoints, and if one fails the whole transaction is rolled back
-// and the batch re-run the careful way. So fn must set, never accumulate,
-// what it reports to its caller. Savepoints are not free: each one makes
-// FTS5 flush its pending terms into a new segment, so a batch of memo
-// inserts would otherwise write one index segment per memo.
+// write is tx for the engine's hot writes: fn may be run more than once. A
+// batch made only of such functions runs without savepoints, and if one
+// fails the whole transaction is rolled back and the batch re-run the
+// careful way. So fn must set, never accumulate, what it reports to its
+// caller. Savepoints are not free: each one makes FTS5 flush its pending
+// terms into a new segment, so a batch of memo inserts would otherwise write
+// one index segment per memo.
 func (db *DB) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	wctx := context.WithoutCancel(ctx)
-	return db.submit(ctx, func(tx *sql.Tx) error { return fn(wctx, tx) }, true)
+	return db.submit(ctx, fn, true)
 }
 
 // tx runs fn in a write transaction, possibly shared with other callers'
 // functions (see above). fn must do all its work through tx and must not call
 // tx itself. The returned error is fn's (interpreted), or the commit's.
-func (db *DB) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+//
+// fn gets a context that never cancels: once a write function starts it runs
+// to the end (its caller's cancellation is honoured before it starts). That
+// spares the single writer a goroutine per statement: go-sqlite3 runs a
+// statement whose context can be cancelled on a goroutine of its own and
+// waits for it, ~2 µs a statement.
+func (db *DB) tx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	return db.submit(ctx, fn, false)
 }
 
-func (db *DB) submit(ctx context.Context, fn func(tx *sql.Tx) error, rerun bool) error {
-	req := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1), rerun: rerun}
+func (db *DB) submit(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, rerun bool) error {
+	wctx := context.WithoutCancel(ctx)
+	req := &writeReq{ctx: ctx, fn: func(tx *sql.Tx) error { return fn(wctx, tx) }, done: make(chan error, 1), rerun: rerun}
 	select {
 	case db.writes <- req:
 	case <-db.stop:

@@ -118,3 +118,36 @@ func TestWriterCheckpointsRarely(t *testing.T) {
 	require.NoError(t, db.w.QueryRow(`PRAGMA wal_autocheckpoint`).Scan(&pages))
 	require.Equal(t, walPages, pages)
 }
+
+// TestStartedWriteIgnoresLaterCancel: once the writer has started a write
+// function, its caller giving up does not cut it short. A function whose
+// statements could be interrupted halfway would roll back work the caller
+// may already have been told about (a delivery acknowledged, a claim taken).
+func TestStartedWriteIgnoresLaterCancel(t *testing.T) {
+	t.Parallel()
+	db, err := Open(context.Background(), Config{Path: filepath.Join(t.TempDir(), "c.db")})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+
+	for name, submit := range map[string]func(context.Context, func(context.Context, *sql.Tx) error) error{
+		"tx": db.tx, "write": db.write,
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			title := "started " + name
+			require.NoError(t, submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+				cancel()
+				_, err := memoCreateTx(ctx, tx, store.NewID("mem"), &store.MemoCreateParams{Title: title, Body: "b"})
+				return err
+			}))
+			_, err := db.MemoGetByTitle(context.Background(), title)
+			require.NoError(t, err, "the write committed")
+
+			// A caller that gave up before its turn is told so, and nothing runs.
+			ran := false
+			require.ErrorIs(t, submit(ctx, func(context.Context, *sql.Tx) error { ran = true; return nil }), context.Canceled)
+			require.False(t, ran)
+		})
+	}
+}

@@ -15,7 +15,7 @@ func (db *DB) ConsoleSessionCreate(ctx context.Context, s *store.ConsoleSession)
 	if s.ID == "" || s.SecretHash == "" || s.UserID == "" || s.CSRFToken == "" || s.ExpiresAt.IsZero() {
 		return nil, fmt.Errorf("console session create: id, secret hash, user, csrf token and expiry are required")
 	}
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO console_sessions (id, secret_hash, user_id, csrf_token, user_agent, ip, created_at, expires_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, s.ID, s.SecretHash, s.UserID, s.CSRFToken, s.UserAgent, s.IP,
 			formatTime(time.Now()), formatTime(s.ExpiresAt))
@@ -63,7 +63,7 @@ func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
 
 // ConsoleSessionDelete removes a session.
 func (db *DB) ConsoleSessionDelete(ctx context.Context, id string) error {
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE id = ?`, id)
 		return err
 	})
@@ -76,7 +76,7 @@ func (db *DB) ConsoleSessionDelete(ctx context.Context, id string) error {
 // ConsoleSessionDeleteExpired removes sessions that expired before now.
 func (db *DB) ConsoleSessionDeleteExpired(ctx context.Context, now time.Time) (int, error) {
 	var n int64
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM console_sessions WHERE expires_at <= ?`, formatTime(now))
 		if err != nil {
 			return err
@@ -95,7 +95,7 @@ func (db *DB) UserRoleSet(ctx context.Context, userID, role string) (*store.User
 	if !store.ValidRole(role) {
 		return nil, fmt.Errorf("user role set: invalid role %q", role)
 	}
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE users SET role = ? WHERE id = ?`, role, userID)
 		if err != nil {
 			return err
@@ -144,7 +144,7 @@ func (db *DB) SignInFailureList(ctx context.Context, p *store.SignInFailureListP
 // window_start), so the table holds only live windows.
 func (db *DB) SignInFailureAddMany(ctx context.Context, p *store.SignInFailureAddManyParams) error {
 	now, since := formatTime(p.Now), formatTime(p.Since)
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, k := range p.Keys {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO sign_in_failures (key, failures, window_start) VALUES (?, 1, ?)
 				ON CONFLICT (key) DO UPDATE SET
@@ -166,7 +166,7 @@ func (db *DB) SignInFailureAddMany(ctx context.Context, p *store.SignInFailureAd
 // userSet runs one UPDATE of a user (ErrNotFound when there is none) and
 // optionally ends the user's sign-in sessions in the same transaction.
 func (db *DB) userSet(ctx context.Context, what, userID string, endSessions bool, q string, args ...any) (*store.User, error) {
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, q, args...)
 		if err != nil {
 			return err
@@ -207,7 +207,7 @@ func (db *DB) ConsoleDraftCreate(ctx context.Context, d *store.ConsoleDraft) err
 		return fmt.Errorf("console draft create: id and session are required")
 	}
 	now := time.Now()
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM console_drafts WHERE created_at < ?`, formatTime(now.Add(-draftTTL))); err != nil {
 			return err
 		}
@@ -230,7 +230,7 @@ func (db *DB) SignInFailureDeleteMany(ctx context.Context, keys []string) error 
 	for i, k := range keys {
 		args[i] = k
 	}
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM sign_in_failures WHERE key IN (?`+strings.Repeat(", ?", len(keys)-1)+`)`, args...)
 		return err
 	})

@@ -27,7 +27,7 @@ func (db *DB) LeaseAcquire(ctx context.Context, name, holder string, now time.Ti
 		return false, fmt.Errorf("lease acquire %q: name, holder and a positive ttl are required: %w", name, store.ErrInvalid)
 	}
 	var n int64
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, leaseUpsert, name, holder, formatTime(now), formatTime(now.Add(ttl)))
 		if err != nil {
 			return err
@@ -44,7 +44,7 @@ func (db *DB) LeaseAcquire(ctx context.Context, name, holder string, now time.Ti
 // LeaseRelease frees name if holder has it.
 func (db *DB) LeaseRelease(ctx context.Context, name, holder string) error {
 	var n int64
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE name = ? AND holder = ?`, name, holder)
 		if err != nil {
 			return err

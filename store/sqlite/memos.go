@@ -68,7 +68,7 @@ func boolInt(b bool) int {
 func (db *DB) MemoCreate(ctx context.Context, p *store.MemoCreateParams) (*store.Memo, error) {
 	id := store.NewID("mem")
 	var m *store.Memo
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		m, err = memoCreateTx(ctx, tx, id, p)
 		return err
@@ -132,7 +132,7 @@ func (db *DB) MemoGetByTitle(ctx context.Context, title string) (*store.Memo, er
 // MemoUpdate applies a compare-and-set update on contentVersion.
 func (db *DB) MemoUpdate(ctx context.Context, p *store.MemoUpdateParams) (*store.Memo, error) {
 	var m *store.Memo
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		m, err = memoUpdateTx(ctx, tx, p)
 		return err

@@ -40,7 +40,7 @@ func scanSession(row scanner) (*store.Session, error) {
 func (db *DB) SessionCreate(ctx context.Context, p *store.SessionCreateParams) (*store.Session, error) {
 	id := store.NewID("ses")
 	var s *store.Session
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		s, err = sessionCreateTx(ctx, tx, id, p)
 		return err
@@ -142,7 +142,7 @@ func (db *DB) SessionGetByTag(ctx context.Context, tag string) (*store.Session, 
 // EventAppend appends an event in its own transaction.
 func (db *DB) EventAppend(ctx context.Context, p *store.EventAppendParams) (*store.Event, error) {
 	var ev *store.Event
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		ev, err = eventAppendTx(ctx, tx, p)
 		return err

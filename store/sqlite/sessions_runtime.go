@@ -275,7 +275,7 @@ func (db *DB) SessionFork(ctx context.Context, p *store.SessionForkParams) (*sto
 	at := formatTime(p.At)
 	id := store.NewID("ses")
 	var s *store.Session
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		src, err := sessionGet(ctx, tx, p.SourceID)
 		if err != nil {
 			return fmt.Errorf("session %s: %w", p.SourceID, err)
@@ -321,7 +321,7 @@ func (db *DB) SessionUpdate(ctx context.Context, p *store.SessionUpdateParams) (
 		s      *store.Session
 		events []*store.Event
 	)
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var current string
 		if err := tx.QueryRowContext(ctx, `SELECT active_run_id FROM sessions WHERE id = ?`, p.ID).Scan(&current); err != nil {
 			return fmt.Errorf("session %s: %w", p.ID, interpretError(err))
@@ -383,7 +383,7 @@ func (db *DB) SessionUpdate(ctx context.Context, p *store.SessionUpdateParams) (
 
 // SessionTouch counts a request made under the session.
 func (db *DB) SessionTouch(ctx context.Context, p *store.SessionTouchParams) error {
-	return db.tx(ctx, func(tx *sql.Tx) error {
+	return db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		// A request without an identity (internal routes) keeps the last one.
 		res, err := tx.ExecContext(ctx, `UPDATE sessions SET request_count = request_count + 1, last_active_at = ?,
 			caller_user = COALESCE(NULLIF(?, ''), caller_user), caller_key_id = COALESCE(NULLIF(?, ''), caller_key_id)
@@ -401,7 +401,7 @@ func (db *DB) SessionTouch(ctx context.Context, p *store.SessionTouchParams) err
 // SessionTurnHeartbeat refreshes a turn's heartbeat.
 func (db *DB) SessionTurnHeartbeat(ctx context.Context, sessionID, turnID string, now time.Time) (string, error) {
 	var cancel string
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, `UPDATE sessions SET turn_heartbeat_at = ? WHERE id = ? AND active_run_id = ?
 			RETURNING turn_cancel`, formatTime(nowOr(now)), sessionID, turnID).Scan(&cancel)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -418,7 +418,7 @@ func (db *DB) SessionTurnHeartbeat(ctx context.Context, sessionID, turnID string
 // SessionTurnCancel records a cancel request for a turn; the notice after
 // commit reaches the turn if this process runs it.
 func (db *DB) SessionTurnCancel(ctx context.Context, sessionID, turnID, reason string) error {
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE sessions SET turn_cancel = ? WHERE id = ? AND active_run_id = ?`, reason, sessionID, turnID)
 		if err != nil {
 			return fmt.Errorf("session turn cancel: %w", err)
@@ -439,7 +439,7 @@ func (db *DB) SessionTurnCancel(ctx context.Context, sessionID, turnID, reason s
 // run).
 func (db *DB) SessionTurnsInterrupt(ctx context.Context, staleBefore time.Time, reason string) (int64, error) {
 	var n int64
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE sessions SET active_run_id = '', turn_heartbeat_at = NULL, turn_cancel = '',
 			status = ?, done_reason = ? WHERE active_run_id != '' AND (turn_heartbeat_at IS NULL OR turn_heartbeat_at < ?)`,
 			store.SessionFailed, reason, formatTime(staleBefore))

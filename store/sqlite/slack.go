@@ -107,7 +107,7 @@ func (db *DB) SlackInboxPending(ctx context.Context, limit int) ([]*store.SlackI
 // free, in one UPDATE … RETURNING on the writer.
 func (db *DB) SlackInboxClaim(ctx context.Context, p *store.SlackClaimParams) ([]*store.SlackInboxItem, error) {
 	var out []*store.SlackInboxItem
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		out, err = queryAll(ctx, tx, scanInbox, inboxClaimQuery, p.Holder, formatTime(p.Until), formatTime(p.Now), p.Limit)
 		return err
@@ -122,7 +122,7 @@ func (db *DB) SlackInboxClaim(ctx context.Context, p *store.SlackClaimParams) ([
 // claimSet runs a write fenced by a claim; no row means the claim is no
 // longer held.
 func (db *DB) claimSet(ctx context.Context, what string, id int64, query string, args ...any) error {
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return err
@@ -173,7 +173,7 @@ func inboxDoneTx(ctx context.Context, tx *sql.Tx, id int64, errMsg string) error
 
 // SlackInboxDone marks a delivery processed.
 func (db *DB) SlackInboxDone(ctx context.Context, id int64, errMsg string) error {
-	if err := db.tx(ctx, func(tx *sql.Tx) error { return inboxDoneTx(ctx, tx, id, errMsg) }); err != nil {
+	if err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error { return inboxDoneTx(ctx, tx, id, errMsg) }); err != nil {
 		return fmt.Errorf("slack inbox done: %w", err)
 	}
 	return nil
@@ -183,7 +183,7 @@ func (db *DB) SlackInboxDone(ctx context.Context, id int64, errMsg string) error
 // processed in one transaction.
 func (db *DB) SlackInboxAppendEvent(ctx context.Context, inboxID int64, p *store.EventAppendParams) (*store.Event, error) {
 	var ev *store.Event
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := inboxDoneTx(ctx, tx, inboxID, ""); err != nil {
 			return err
 		}
@@ -211,7 +211,7 @@ func (db *DB) SlackEventAppendOnce(ctx context.Context, slackEventID string, p *
 	}
 	q.Payload["slackEventId"] = slackEventID
 	added := false
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		added = false
 		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO slack_event_lines (slack_event_id, session_id, type) VALUES (?, ?, ?)`,
 			slackEventID, q.SessionID, q.Type)
@@ -263,7 +263,7 @@ func outboxAddTx(ctx context.Context, tx *sql.Tx, msgs []*store.SlackOutboxAddPa
 // SlackOutboxAdd queues Slack writes, skipping dedupe keys already queued.
 func (db *DB) SlackOutboxAdd(ctx context.Context, msgs []*store.SlackOutboxAddParams) (int, error) {
 	var n int
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		n, err = outboxAddTx(ctx, tx, msgs)
 		return err
@@ -309,7 +309,7 @@ func scanOutbox(row scanner) (*store.SlackOutboxMsg, error) {
 func (db *DB) SlackOutboxClaim(ctx context.Context, p *store.SlackClaimParams) ([]*store.SlackOutboxMsg, error) {
 	var out []*store.SlackOutboxMsg
 	now := formatTime(p.Now)
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		out, err = queryAll(ctx, tx, scanOutbox, outboxClaimQuery, p.Holder, formatTime(p.Until), now, now, p.Limit)
 		return err
@@ -427,7 +427,7 @@ func (db *DB) SlackMirrorCursor(ctx context.Context) (int64, error) {
 // SlackMirrorAdvance queues msgs and moves the cursor in one transaction.
 func (db *DB) SlackMirrorAdvance(ctx context.Context, eventID int64, msgs []*store.SlackOutboxAddParams) (int, error) {
 	var n int
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		if n, err = outboxAddTx(ctx, tx, msgs); err != nil {
 			return err
@@ -458,7 +458,7 @@ func (db *DB) SlackPrune(ctx context.Context, inboxBefore, outboxBefore time.Tim
 	} {
 		for {
 			var n int64
-			err := db.tx(ctx, func(tx *sql.Tx) error {
+			err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 				res, err := tx.ExecContext(ctx, q.query, q.arg)
 				if err != nil {
 					return err

@@ -32,7 +32,7 @@ func (db *DB) SlackUserPut(ctx context.Context, u *store.SlackUser) error {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO slack_users (id, name, fetched_at) VALUES (?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET name = excluded.name, fetched_at = excluded.fetched_at`, u.ID, u.Name, formatTime(at))
 		return err
@@ -67,7 +67,7 @@ func backfillGet(ctx context.Context, q queryRower, sessionID string) (*store.Sl
 // SlackBackfillAdd starts a backfill, due at once; an existing one is kept.
 func (db *DB) SlackBackfillAdd(ctx context.Context, p *store.SlackBackfillAddParams) (*store.SlackBackfill, error) {
 	var b *store.SlackBackfill
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var one int
 		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, p.SessionID).Scan(&one); err != nil {
 			return fmt.Errorf("session %s: %w", p.SessionID, interpretError(err))
@@ -128,7 +128,7 @@ func (db *DB) SlackBackfillNextDue(ctx context.Context) (time.Time, error) {
 // on the cursor it was fetched from.
 func (db *DB) SlackBackfillPage(ctx context.Context, p *store.SlackBackfillPageParams) (*store.SlackBackfill, error) {
 	var b *store.SlackBackfill
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		now := formatTime(time.Now())
 		res, err := tx.ExecContext(ctx, `UPDATE slack_backfills SET cursor = ?, done = ?, fetched = fetched + ?, attempts = 0,
 			last_error = '', next_at = ?, updated_at = ? WHERE session_id = ? AND cursor = ? AND done = 0`,
@@ -160,7 +160,7 @@ func (db *DB) SlackBackfillPage(ctx context.Context, p *store.SlackBackfillPageP
 
 // SlackBackfillRetry records a failed fetch and the next attempt's time.
 func (db *DB) SlackBackfillRetry(ctx context.Context, sessionID string, next time.Time, errMsg string) error {
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE slack_backfills SET attempts = attempts + 1, next_at = ?, last_error = ?, updated_at = ?
 			WHERE session_id = ? AND done = 0`, formatTime(next), errMsg, formatTime(time.Now()), sessionID)
 		if err != nil {

@@ -320,7 +320,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		if m.version <= current {
 			continue
 		}
-		err := db.tx(ctx, func(tx *sql.Tx) error {
+		err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 				return err
 			}

@@ -38,7 +38,7 @@ func (db *DB) UserCreate(ctx context.Context, u *store.User) (*store.User, error
 		return nil, fmt.Errorf("user create: invalid role %q", u.Role)
 	}
 	id := store.NewID("usr")
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO users (id, username, password_hash, role, slack_user_id, created_at)
 			VALUES (?, ?, ?, ?, ?, ?)`, id, u.Username, u.PasswordHash, u.Role, nullable(u.SlackUserID), formatTime(time.Now()))
 		return err
@@ -98,7 +98,7 @@ func (db *DB) APIKeyCreate(ctx context.Context, k *store.APIKey) (*store.APIKey,
 	out := *k
 	out.ID = store.NewID("key")
 	out.CreatedAt = time.Now().UTC()
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, name, role, key_hash, created_at) VALUES (?, ?, ?, ?, ?)`,
 			out.ID, out.Name, out.Role, out.KeyHash, formatTime(out.CreatedAt))
 		return err

@@ -250,7 +250,7 @@ func (db *DB) WorkflowReindex(ctx context.Context, rs []*store.WorkflowRecompile
 	if len(rs) == 0 {
 		return nil
 	}
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := reindexTx(ctx, tx, rs, formatTime(time.Now())); err != nil {
 			return err
 		}
@@ -315,7 +315,7 @@ func (db *DB) WorkflowGetByMemoID(ctx context.Context, memoID string) (*store.Wo
 // the revision moves, so a re-index read before it is refused, not applied
 // over the steward's change.
 func (db *DB) WorkflowStatusSet(ctx context.Context, memoID, status string) (*store.Workflow, error) {
-	err := db.tx(ctx, func(tx *sql.Tx) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE workflows SET status = ?, updated_at = ?, revision = revision + 1 WHERE memo_id = ?`,
 			status, formatTime(time.Now()), memoID)
 		if err != nil {
