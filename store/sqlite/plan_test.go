@@ -1,6 +1,10 @@
 package sqlite
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -23,4 +27,28 @@ func queryPlan(t *testing.T, db *DB, query string, args ...any) string {
 	}
 	require.NoError(t, rows.Err())
 	return strings.Join(lines, "\n")
+}
+
+// TestNoBareLimitParameter: no query binds its limit as a bare LIMIT ?,
+// which SQLite prepares afresh on every bind (see the statement cache in
+// Open); LIMIT +? is the same limit without that.
+func TestNoBareLimitParameter(t *testing.T) {
+	t.Parallel()
+	bare := regexp.MustCompile(`(?i)\bLIMIT\s+\?`)
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	var found []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for i, line := range strings.Split(string(src), "\n") {
+			if bare.MatchString(line) {
+				found = append(found, fmt.Sprintf("%s:%d: %s", f, i+1, strings.TrimSpace(line)))
+			}
+		}
+	}
+	require.Empty(t, found, "write LIMIT +? instead")
 }
