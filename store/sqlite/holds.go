@@ -132,9 +132,9 @@ func holdListQuery(p *store.HoldListParams) (string, []any) {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
 	if oldestFirst {
-		q += ` ORDER BY created_at, id LIMIT +?`
+		q += ` ORDER BY created_at, id LIMIT ?`
 	} else {
-		q += ` ORDER BY created_at DESC, id DESC LIMIT +?`
+		q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	}
 	return q, append(args, limit)
 }
@@ -179,9 +179,9 @@ func holdFilteredQuery(p *store.HoldListParams, limit int) (string, []any) {
 		where = append(where, `session_id = ?`)
 		args = append(args, p.SessionID)
 	}
-	order := ` ORDER BY created_at, id LIMIT +?`
+	order := ` ORDER BY created_at, id LIMIT ?`
 	if p.Decided {
-		order = ` ORDER BY decided_at DESC, id DESC LIMIT +?`
+		order = ` ORDER BY decided_at DESC, id DESC LIMIT ?`
 		if p.After != nil {
 			where = append(where, `(decided_at, id) < (?, ?)`)
 			args = append(args, formatTime(p.After.CreatedAt), p.After.ID)
@@ -243,7 +243,7 @@ func (db *DB) HoldCountOpen(ctx context.Context) (int64, error) {
 }
 
 const expiredHoldsQuery = `SELECT ` + holdColumns + ` FROM holds
-	WHERE status = 'open' AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT +?`
+	WHERE status = 'open' AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?`
 
 // HoldListExpired lists open holds past their timeout.
 func (db *DB) HoldListExpired(ctx context.Context, now time.Time, limit int) ([]*store.Hold, error) {

@@ -31,7 +31,7 @@ const usageQuery = `SELECT key, SUM(runs), SUM(tokens_in), SUM(tokens_out) FROM 
 		UNION ALL
 		SELECT %s, 1, tokens_in, tokens_out FROM workflow_runs INDEXED BY runs_created
 			WHERE created_at >= ? AND created_at < ? AND tokens_in + tokens_out > 0
-	) GROUP BY key ORDER BY SUM(tokens_in) + SUM(tokens_out) DESC, key LIMIT +?`
+	) GROUP BY key ORDER BY SUM(tokens_in) + SUM(tokens_out) DESC, key LIMIT ?`
 
 // UsageList sums run usage per key since p.Since.
 func (db *DB) UsageList(ctx context.Context, p *store.UsageListParams) ([]*store.Usage, error) {
@@ -72,30 +72,30 @@ const (
 		WHERE status IN ('failed', 'recovery_exhausted') AND finished_at >= ? GROUP BY error_kind`
 	edgeRunLatest = `SELECT id, session_id, command, error, finished_at FROM workflow_runs INDEXED BY runs_failed
 		WHERE status IN ('failed', 'recovery_exhausted') AND error_kind = ? AND finished_at >= ?
-		ORDER BY finished_at DESC LIMIT +?`
+		ORDER BY finished_at DESC LIMIT ?`
 	edgeHoldCount = `SELECT COUNT(*) FROM holds INDEXED BY holds_timed_out
 		WHERE decided_via = 'timeout' AND decided_at >= ?`
 	edgeHoldLatest = `SELECT id, run_id, session_id, command, gate_label, status, decided_at FROM holds INDEXED BY holds_timed_out
-		WHERE decided_via = 'timeout' AND decided_at >= ? ORDER BY decided_at DESC LIMIT +?`
+		WHERE decided_via = 'timeout' AND decided_at >= ? ORDER BY decided_at DESC LIMIT ?`
 	edgeRefusedCount = `SELECT COUNT(*) FROM hold_decisions INDEXED BY hold_decisions_refused
 		WHERE outcome = 'refused' AND created_at >= ?`
 	edgeRefusedLatest = `SELECT d.hold_id, d.run_id, COALESCE(h.session_id, ''), COALESCE(h.command, ''), d.decided_by,
 			d.decision, d.reason, d.created_at
 		FROM hold_decisions d INDEXED BY hold_decisions_refused LEFT JOIN holds h ON h.id = d.hold_id
-		WHERE d.outcome = 'refused' AND d.created_at >= ? ORDER BY d.created_at DESC LIMIT +?`
+		WHERE d.outcome = 'refused' AND d.created_at >= ? ORDER BY d.created_at DESC LIMIT ?`
 	edgeWorkflows = `SELECT w.memo_id, COALESCE(w.command, ''), w.errors, w.updated_at, m.title
 		FROM workflows w INDEXED BY workflows_broken JOIN memos m ON m.id = w.memo_id
 		WHERE w.errors <> '[]' ORDER BY w.updated_at DESC`
 	edgeSlackCount = `SELECT COUNT(*) FROM slack_inbox INDEXED BY slack_inbox_errors
 		WHERE error <> '' AND received_at >= ?`
 	edgeSlackLatest = `SELECT key, kind, error, received_at FROM slack_inbox INDEXED BY slack_inbox_errors
-		WHERE error <> '' AND received_at >= ? ORDER BY received_at DESC LIMIT +?`
+		WHERE error <> '' AND received_at >= ? ORDER BY received_at DESC LIMIT ?`
 	edgeTurnCount = `SELECT COUNT(*) FROM session_events INDEXED BY session_events_turn_errors
 		WHERE type = 'assistant_message' AND json_extract(payload, '$.error') = 1 AND ts >= ?`
 	edgeTurnLatest = `SELECT session_id, COALESCE(json_extract(payload, '$.text'), ''), ts
 		FROM session_events INDEXED BY session_events_turn_errors
 		WHERE type = 'assistant_message' AND json_extract(payload, '$.error') = 1 AND ts >= ?
-		ORDER BY ts DESC LIMIT +?`
+		ORDER BY ts DESC LIMIT ?`
 )
 
 // edgeMessageChars bounds an example's message: it names what happened,

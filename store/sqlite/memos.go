@@ -273,7 +273,7 @@ func memoSearchQuery(p *store.MemoSearchParams) (q string, args []any, fts bool)
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	return q + ` ORDER BY ` + order + ` LIMIT +? OFFSET ?`, append(args, limit, max(p.Offset, 0)), match != ""
+	return q + ` ORDER BY ` + order + ` LIMIT ? OFFSET ?`, append(args, limit, max(p.Offset, 0)), match != ""
 }
 
 // ftsQuery turns any user text into a safe FTS5 query, so search text is

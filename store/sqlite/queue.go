@@ -207,7 +207,7 @@ func (db *DB) countBy(ctx context.Context, q string, keys ...string) (map[string
 }
 
 const (
-	pendingQuery      = `SELECT id, command, dedupe_key FROM workflow_queue_items WHERE status = 'pending' ORDER BY created_at, id LIMIT +?`
+	pendingQuery      = `SELECT id, command, dedupe_key FROM workflow_queue_items WHERE status = 'pending' ORDER BY created_at, id LIMIT ?`
 	pendingCountQuery = `SELECT COUNT(*) FROM workflow_queue_items WHERE status = 'pending'`
 )
 

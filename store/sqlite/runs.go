@@ -406,7 +406,7 @@ func selectIDs(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]string
 
 const (
 	approvedRunsQuery = `SELECT id FROM workflow_runs INDEXED BY runs_approved
-		WHERE status = 'suspended' AND decision = 'approved' ORDER BY updated_at LIMIT +?`
+		WHERE status = 'suspended' AND decision = 'approved' ORDER BY updated_at LIMIT ?`
 )
 
 // RunResumeApproved takes over approved suspended runs, oldest decision first.
@@ -437,7 +437,7 @@ func (db *DB) RunListStuck(ctx context.Context, staleBefore time.Time, limit int
 
 const stuckRunsQuery = `SELECT ` + runColumns + ` FROM workflow_runs r INDEXED BY runs_stuck
 	JOIN workflow_queue_items i ON i.id = r.item_id
-	WHERE r.status = 'running' AND r.heartbeat_at < ? ORDER BY r.heartbeat_at LIMIT +?`
+	WHERE r.status = 'running' AND r.heartbeat_at < ? ORDER BY r.heartbeat_at LIMIT ?`
 
 // rescueFence is RunRescueMany's compare-and-set: the run as the engine read it.
 const rescueFence = ` AND lease = ? AND status = 'running' AND heartbeat_at < ?`

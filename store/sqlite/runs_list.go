@@ -102,7 +102,7 @@ func runListQuery(p *store.RunListParams) (string, []any) {
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	q += ` ORDER BY r.created_at DESC, r.id DESC LIMIT +?`
+	q += ` ORDER BY r.created_at DESC, r.id DESC LIMIT ?`
 	return q, append(args, limit)
 }
 
@@ -123,7 +123,7 @@ func runListByCommandQuery(p *store.RunListParams, limit int) (string, []any) {
 		cond += ` AND (r.created_at, r.id) < (?, ?)`
 		args = append(args, formatTime(p.After.CreatedAt), p.After.ID)
 	}
-	const order = ` ORDER BY created_at DESC, id DESC LIMIT +?`
+	const order = ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	arm := `SELECT * FROM (SELECT r.rowid AS k, r.created_at, r.id FROM workflow_runs r INDEXED BY runs_command
 		WHERE r.command = ? AND r.status = ?` + cond + order + `)`
 	arms := make([]string, len(allRunStatuses))
@@ -165,7 +165,7 @@ func (db *DB) runSearchList(ctx context.Context, p *store.RunListParams, q strin
 	}
 	if dense {
 		from, args := runSearchMatches(p, q, true)
-		return queryAll(ctx, tx, scanRun, `SELECT `+runColumns+from+` AND f.rowid < ? ORDER BY r.created_at DESC, r.id DESC LIMIT +?`,
+		return queryAll(ctx, tx, scanRun, `SELECT `+runColumns+from+` AND f.rowid < ? ORDER BY r.created_at DESC, r.id DESC LIMIT ?`,
 			append(args, end, limit)...)
 	}
 	if len(page) == 0 {
@@ -176,7 +176,7 @@ func (db *DB) runSearchList(ctx context.Context, p *store.RunListParams, q strin
 
 // runSearchPageQuery reads a text filter's candidates by rowid, newest first.
 const runSearchPageQuery = `SELECT ` + runColumns + runFrom + ` WHERE r.rowid IN (SELECT value FROM json_each(?))
-	ORDER BY r.created_at DESC, r.id DESC LIMIT +?`
+	ORDER BY r.created_at DESC, r.id DESC LIMIT ?`
 
 // runSearchMatches is the FROM and WHERE of the runs matching q and p's
 // other filters, as runs_search f joined to workflow_runs r and its item i.
@@ -215,7 +215,7 @@ func runCountsQuery(p *store.RunCountParams, limit int) (string, []any) {
 	q := runQueryText(p.Query)
 	if trigramSearchable(q) {
 		from, args := runSearchMatches(&store.RunListParams{Command: p.Command, SessionID: p.SessionID}, q, false)
-		return `SELECT status, COUNT(*) FROM (SELECT r.status` + from + ` ORDER BY f.rowid LIMIT +?) GROUP BY status`,
+		return `SELECT status, COUNT(*) FROM (SELECT r.status` + from + ` ORDER BY f.rowid LIMIT ?) GROUP BY status`,
 			append(args, limit)
 	}
 	lp := &store.RunListParams{Command: p.Command, SessionID: p.SessionID, Query: q}
@@ -248,7 +248,7 @@ func runCountsQuery(p *store.RunCountParams, limit int) (string, []any) {
 	if len(where) > 0 {
 		inner += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	return `SELECT status, COUNT(*) FROM (` + inner + ` LIMIT +?) GROUP BY status`, append(args, limit)
+	return `SELECT status, COUNT(*) FROM (` + inner + ` LIMIT ?) GROUP BY status`, append(args, limit)
 }
 
 // RunCountsByStatus counts runs per status: from run_counts (migration 020)
@@ -333,7 +333,7 @@ const runHourCountsQuery = `SELECT hour, status, n FROM run_hour_counts WHERE ho
 // runs_dispatch_memo index (the literal condition lets SQLite use it).
 const runsByDispatchQuery = `SELECT ` + runColumns + ` FROM workflow_runs r INDEXED BY runs_dispatch_memo
 	JOIN workflow_queue_items i ON i.id = r.item_id
-	WHERE r.dispatch_memo_id = ? AND r.dispatch_memo_id <> '' ORDER BY r.created_at DESC, r.id DESC LIMIT +?`
+	WHERE r.dispatch_memo_id = ? AND r.dispatch_memo_id <> '' ORDER BY r.created_at DESC, r.id DESC LIMIT ?`
 
 // RunListByDispatchMemo lists the runs that dispatched to memoID.
 func (db *DB) RunListByDispatchMemo(ctx context.Context, memoID string, limit int) ([]*store.Run, error) {

@@ -80,7 +80,7 @@ func sessionListQuery(p *store.SessionListParams) (string, []any) {
 	for _, w := range where {
 		cond += " AND " + w
 	}
-	const order = ` ORDER BY last_active_at DESC, id DESC LIMIT +?`
+	const order = ` ORDER BY last_active_at DESC, id DESC LIMIT ?`
 	arm := `SELECT ` + sessionColumns + ` FROM sessions INDEXED BY sessions_listing
 		WHERE origin = ? AND event_count > 0` + cond + order
 	if len(origins) == 1 {
@@ -169,13 +169,13 @@ func (db *DB) searchList(ctx context.Context, p *store.SessionListParams, q stri
 
 // searchPageQuery fetches a text filter's candidates by rowid, newest first.
 const searchPageQuery = `SELECT ` + sessionColumns + ` FROM sessions WHERE rowid IN (SELECT value FROM json_each(?))
-	ORDER BY last_active_at DESC, id DESC LIMIT +?`
+	ORDER BY last_active_at DESC, id DESC LIMIT ?`
 
 // searchDenseQuery reads the matches of searchMatches up to a key bound and
 // sorts them, newest first.
 func searchDenseQuery(from string) string {
 	cols := strings.Fields(strings.ReplaceAll(sessionColumns, ",", " "))
-	return `SELECT s.` + strings.Join(cols, ", s.") + from + ` AND f.rowid < ? ORDER BY s.last_active_at DESC, s.id DESC LIMIT +?`
+	return `SELECT s.` + strings.Join(cols, ", s.") + from + ` AND f.rowid < ? ORDER BY s.last_active_at DESC, s.id DESC LIMIT ?`
 }
 
 // searchMatches is the FROM and WHERE of the matches of q that pass the
@@ -511,7 +511,7 @@ func eventListQuery(p *store.EventListParams) (string, []any) {
 	if p.Newest {
 		dir = "DESC"
 	}
-	return query + ` ORDER BY ts ` + dir + ` LIMIT +?`, append(args, limit)
+	return query + ` ORDER BY ts ` + dir + ` LIMIT ?`, append(args, limit)
 }
 
 // formatAfter is the exclusive lower bound for ts. Stored ts are whole

@@ -18,13 +18,13 @@ const (
 	// Pending rows are few: they are read from the partial index and
 	// sorted, never by walking the table's history in id order.
 	inboxPendingQuery = `SELECT ` + inboxColumns + ` FROM slack_inbox INDEXED BY slack_inbox_pending_thread
-		WHERE processed_at IS NULL ORDER BY id LIMIT +?`
+		WHERE processed_at IS NULL ORDER BY id LIMIT ?`
 	// A thread's head is its oldest unprocessed delivery; only heads are
 	// claimed, which keeps a thread in arrival order across replicas.
 	inboxHeads      = `SELECT MIN(id) FROM slack_inbox WHERE processed_at IS NULL GROUP BY thread`
 	inboxClaimQuery = `UPDATE slack_inbox SET holder = ?, claim_seq = claim_seq + 1, claim_until = ?
 		WHERE id IN (SELECT id FROM slack_inbox WHERE id IN (` + inboxHeads + `)
-			AND (claim_until IS NULL OR claim_until <= ?) ORDER BY id LIMIT +?)
+			AND (claim_until IS NULL OR claim_until <= ?) ORDER BY id LIMIT ?)
 		RETURNING ` + inboxColumns
 	// A queue's head is its oldest pending message; only heads are sent,
 	// which is what keeps a thread in order.
@@ -33,7 +33,7 @@ const (
 	outboxHeads      = `SELECT MIN(id) FROM slack_outbox WHERE status = 'pending' GROUP BY queue`
 	outboxClaimQuery = `UPDATE slack_outbox SET holder = ?, claim_seq = claim_seq + 1, claim_until = ?
 		WHERE id IN (SELECT id FROM slack_outbox WHERE id IN (` + outboxHeads + `) AND next_at <= ?
-			AND (claim_until IS NULL OR claim_until <= ?) ORDER BY id LIMIT +?)
+			AND (claim_until IS NULL OR claim_until <= ?) ORDER BY id LIMIT ?)
 		RETURNING ` + outboxColumns
 	// A held head is due when its claim lapses.
 	outboxNextDueQuery = `SELECT MIN(MAX(next_at, COALESCE(claim_until, next_at))) FROM slack_outbox
@@ -43,7 +43,7 @@ const (
 	mirrorEventsQuery = `SELECT e.id, e.session_id, e.ts, e.type, e.actor, e.payload, t.tag
 		FROM session_events e CROSS JOIN session_tags t
 		WHERE e.id > ? AND t.session_id = e.session_id AND t.tag >= 'slack:' AND t.tag < 'slack;'
-		ORDER BY e.id LIMIT +?`
+		ORDER BY e.id LIMIT ?`
 )
 
 // SlackInboxAdd stores deliveries in one transaction; INSERT OR IGNORE on the

@@ -99,7 +99,7 @@ func (db *DB) SlackBackfillGet(ctx context.Context, sessionID string) (*store.Sl
 // The backfill worker's polling queries walk slack_backfills_due, which
 // holds pending backfills only.
 const (
-	backfillDueQuery     = `SELECT ` + backfillColumns + ` FROM slack_backfills WHERE done = 0 AND next_at <= ? ORDER BY next_at LIMIT +?`
+	backfillDueQuery     = `SELECT ` + backfillColumns + ` FROM slack_backfills WHERE done = 0 AND next_at <= ? ORDER BY next_at LIMIT ?`
 	backfillNextDueQuery = `SELECT MIN(next_at) FROM slack_backfills WHERE done = 0`
 )
 

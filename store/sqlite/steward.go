@@ -13,7 +13,7 @@ import (
 // remindDueQuery walks the holds_remind partial index: only open holds with
 // a reminder still to send are in it.
 const remindDueQuery = `SELECT ` + holdColumns + ` FROM holds INDEXED BY holds_remind
-	WHERE status = 'open' AND remind_at IS NOT NULL AND remind_at <= ? ORDER BY remind_at LIMIT +?`
+	WHERE status = 'open' AND remind_at IS NOT NULL AND remind_at <= ? ORDER BY remind_at LIMIT ?`
 
 // HoldListRemindDue lists open holds whose next reminder is due at now.
 func (db *DB) HoldListRemindDue(ctx context.Context, now time.Time, limit int) ([]*store.Hold, error) {
@@ -49,7 +49,7 @@ func (db *DB) HoldRemind(ctx context.Context, p *store.HoldRemindParams) (*store
 
 // runsByOwnerQuery walks runs_owner_created newest first.
 const runsByOwnerQuery = `SELECT ` + runColumns + ` FROM workflow_runs r INDEXED BY runs_owner_created
-	JOIN workflow_queue_items i ON i.id = r.item_id WHERE r.owner_uid = ? ORDER BY r.created_at DESC LIMIT +?`
+	JOIN workflow_queue_items i ON i.id = r.item_id WHERE r.owner_uid = ? ORDER BY r.created_at DESC LIMIT ?`
 
 // RunListByOwner lists ownerUID's runs, newest first.
 func (db *DB) RunListByOwner(ctx context.Context, ownerUID string, limit int) ([]*store.Run, error) {
