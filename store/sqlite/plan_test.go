@@ -28,7 +28,7 @@ func queryPlan(t *testing.T, db *DB, query string, args ...any) string {
 }
 
 // TestPlansIgnoreBoundValues: a plan depends on the SQL and the schema, not
-// on the values bound (see qpsg.go). The probe is the case SQLite would
+// on the values bound (see settings.go). The probe is the case SQLite would
 // otherwise plan by value: status = ? bound to 'pending' is then known to
 // match the partial index, and the statement is prepared again on each
 // bind to check.

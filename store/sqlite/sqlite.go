@@ -124,7 +124,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	q.Set("_txlock", "immediate")
 	// Reuse prepared statements: preparing is most of the CPU a small
 	// write costs, and the writer runs the same few statements all day
-	// (qpsg.go says why none of them is prepared again when it runs).
+	// (settings.go says why none of them is prepared again when it runs).
 	q.Set("_stmt_cache_size", "256")
 	// The writer keeps SQLite's default page cache (2 MiB). SQLite's b-tree
 	// balancing swaps page numbers through a placeholder far beyond the
