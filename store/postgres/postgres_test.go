@@ -51,6 +51,8 @@ func TestMigrations(t *testing.T) {
 		require.ErrorIs(t, err, postgres.ErrSchemaTooNew)
 	})
 
+	// undoHeads undoes migration 011.
+	const undoHeads = `DROP INDEX slack_inbox_heads; ALTER TABLE slack_inbox DROP COLUMN head`
 	t.Run("SlackEventLinesBackfilled", func(t *testing.T) {
 		url := pgtest.SchemaURL(t)
 		storetest.SlackEventLinesBackfilled(t, func(t *testing.T) store.Store {
@@ -59,8 +61,22 @@ func TestMigrations(t *testing.T) {
 			return db
 		}, func(t *testing.T, s store.Store) {
 			db := s.(*postgres.DB)
+			require.NoError(t, postgres.ExecForTest(ctx, db, undoHeads))
 			require.NoError(t, postgres.ExecForTest(ctx, db, `DROP TABLE slack_event_lines`))
-			require.NoError(t, postgres.ExecForTest(ctx, db, `DELETE FROM schema_migrations WHERE version = 10`))
+			require.NoError(t, postgres.ExecForTest(ctx, db, `DELETE FROM schema_migrations WHERE version >= 10`))
+		})
+	})
+
+	t.Run("SlackInboxHeadsBackfilled", func(t *testing.T) {
+		url := pgtest.SchemaURL(t)
+		storetest.SlackInboxHeadsBackfilled(t, func(t *testing.T) store.Store {
+			db, err := postgres.Open(ctx, postgres.Config{URL: url})
+			require.NoError(t, err)
+			return db
+		}, func(t *testing.T, s store.Store) {
+			db := s.(*postgres.DB)
+			require.NoError(t, postgres.ExecForTest(ctx, db, undoHeads))
+			require.NoError(t, postgres.ExecForTest(ctx, db, `DELETE FROM schema_migrations WHERE version = 11`))
 		})
 	})
 

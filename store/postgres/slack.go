@@ -3,24 +3,36 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-bot/holdfast/store"
 )
 
 // SlackInboxAdd stores deliveries in one transaction; ON CONFLICT DO
-// NOTHING on the unique key makes a redelivery a no-op.
+// NOTHING on the unique key makes a redelivery a no-op. A delivery is its
+// thread's head if nothing else of the thread is pending.
 func (db *DB) SlackInboxAdd(ctx context.Context, items []*store.SlackInboxAddParams) ([]bool, error) {
 	added := make([]bool, len(items))
+	threads := make([]string, len(items))
+	for i, it := range items {
+		// A delivery without a thread is a thread of its own.
+		if threads[i] = it.Thread; it.Thread == "" {
+			threads[i] = "key:" + it.Key
+		}
+	}
 	now := utc(time.Now())
 	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		lockThreadsTx(tx, `SELECT unnest($1::text[])`, threads)
 		for i, it := range items {
-			// A delivery without a thread is a thread of its own.
-			tag, err := tx.Exec(ctx, `INSERT INTO slack_inbox (key, kind, body, received_at, thread)
-				VALUES ($1, $2, $3, $4, CASE WHEN $5 = '' THEN 'key:' || $1 ELSE $5 END)
-				ON CONFLICT (key) DO NOTHING`, it.Key, it.Kind, it.Body, now, it.Thread)
+			tag, err := tx.Exec(ctx, `INSERT INTO slack_inbox (key, kind, body, received_at, thread, head)
+				VALUES ($1, $2, $3, $4, $5, NOT EXISTS (SELECT 1 FROM slack_inbox WHERE thread = $5 AND processed_at IS NULL))
+				ON CONFLICT (key) DO NOTHING`, it.Key, it.Kind, it.Body, now, threads[i])
 			if err != nil {
 				return err
 			}
@@ -61,16 +73,18 @@ func (db *DB) SlackInboxPending(ctx context.Context, limit int) ([]*store.SlackI
 // free. The heads come from the statement's snapshot; FOR UPDATE SKIP
 // LOCKED passes over a head another replica is claiming, and the
 // conditions on the row itself are checked again on its latest version, so
-// a delivery processed or claimed since is never claimed twice.
+// a delivery processed or claimed since is never claimed twice (processing
+// clears head in the same UPDATE). The condition is head alone, not also
+// processed_at IS NULL: that would let the planner, before it has
+// statistics, walk slack_inbox_pending_thread and sort every pending row.
 func (db *DB) SlackInboxClaim(ctx context.Context, p *store.SlackClaimParams) ([]*store.SlackInboxItem, error) {
 	var out []*store.SlackInboxItem
 	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
 		var err error
 		out, err = queryAll(ctx, tx, scanInbox, `WITH cand AS (
-				SELECT i.id AS cid FROM slack_inbox i
-				WHERE i.id IN (SELECT MIN(id) FROM slack_inbox WHERE processed_at IS NULL GROUP BY thread)
-					AND i.processed_at IS NULL AND (i.claim_until IS NULL OR i.claim_until <= $3)
-				ORDER BY i.id LIMIT $4 FOR UPDATE SKIP LOCKED)
+				SELECT id AS cid FROM slack_inbox
+				WHERE head AND (claim_until IS NULL OR claim_until <= $3)
+				ORDER BY id LIMIT $4 FOR UPDATE SKIP LOCKED)
 			UPDATE slack_inbox SET holder = $1, claim_seq = claim_seq + 1, claim_until = $2
 			FROM cand WHERE id = cand.cid RETURNING `+inboxColumns, p.Holder, p.Until, p.Now, p.Limit)
 		return err
@@ -115,17 +129,40 @@ func (db *DB) SlackInboxRelease(ctx context.Context, p *store.SlackInboxReleaseP
 		p.Next, p.Failed, p.Error, p.ID, p.Claim.Holder, p.Claim.Seq)
 }
 
+// inboxDoneTx marks a delivery processed and passes its thread's head on.
 func inboxDoneTx(ctx context.Context, tx *txn, id int64, errMsg string) error {
-	tag, err := tx.Exec(ctx, `UPDATE slack_inbox SET processed_at = $1, error = $2 WHERE id = $3 AND processed_at IS NULL`,
-		utc(time.Now()), errMsg, id)
+	lockThreadsTx(tx, `SELECT thread FROM slack_inbox WHERE id = $1`, id)
+	var thread string
+	err := tx.QueryRow(ctx, `UPDATE slack_inbox SET processed_at = $1, error = $2, head = false
+		WHERE id = $3 AND processed_at IS NULL RETURNING thread`, utc(time.Now()), errMsg, id).Scan(&thread)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("inbox delivery %d: %w", id, store.ErrNotFound)
+	}
 	if err != nil {
 		return err
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("inbox delivery %d: %w", id, store.ErrNotFound)
-	}
+	tx.later(nil, `UPDATE slack_inbox SET head = true
+		WHERE id = (SELECT MIN(id) FROM slack_inbox WHERE thread = $1 AND processed_at IS NULL) AND NOT head`, thread)
 	return nil
 }
+
+// lockThreadsTx locks the inbox threads the query (one text column)
+// answers until the transaction ends, in key order. Marking a thread's
+// head reads what else of the thread is pending, which a concurrent
+// transaction may be changing unseen: a delivery arriving while its
+// thread's head is processed would find the head still pending, the
+// processing would not yet see the new delivery, and the thread would be
+// left with no head, never claimed again. Under the lock the second of the
+// two sees the first's commit. The lock is sent with the next statement,
+// which (a statement of its own, with its own snapshot) runs once it is
+// held.
+func lockThreadsTx(tx *txn, threads string, args ...any) {
+	tx.later(nil, `SELECT pg_advisory_xact_lock(`+strconv.Itoa(threadLockSpace)+`, k)
+		FROM (SELECT DISTINCT hashtext(t) AS k FROM (`+threads+`) AS q(t) ORDER BY 1) AS keys`, args...)
+}
+
+// threadLockSpace is the first key of lockThreadsTx's advisory locks.
+const threadLockSpace = 0x48746872 // "Hthr"
 
 // SlackInboxDone marks a delivery processed.
 func (db *DB) SlackInboxDone(ctx context.Context, id int64, errMsg string) error {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -20,12 +21,19 @@ const (
 	inboxPendingQuery = `SELECT ` + inboxColumns + ` FROM slack_inbox INDEXED BY slack_inbox_pending_thread
 		WHERE processed_at IS NULL ORDER BY id LIMIT ?`
 	// A thread's head is its oldest unprocessed delivery; only heads are
-	// claimed, which keeps a thread in arrival order across replicas.
-	inboxHeads      = `SELECT MIN(id) FROM slack_inbox WHERE processed_at IS NULL GROUP BY thread`
+	// claimed, which keeps a thread in arrival order across replicas. They
+	// are marked (head = 1, see migration 032), so a claim walks the heads
+	// in arrival order, never the deliveries queued behind them.
 	inboxClaimQuery = `UPDATE slack_inbox SET holder = ?, claim_seq = claim_seq + 1, claim_until = ?
-		WHERE id IN (SELECT id FROM slack_inbox WHERE id IN (` + inboxHeads + `)
-			AND (claim_until IS NULL OR claim_until <= ?) ORDER BY id LIMIT ?)
+		WHERE id IN (SELECT id FROM slack_inbox INDEXED BY slack_inbox_heads
+			WHERE head = 1 AND (claim_until IS NULL OR claim_until <= ?) ORDER BY id LIMIT ?)
 		RETURNING ` + inboxColumns
+	// A delivery is its thread's head if nothing else of the thread is
+	// pending; processing the head makes the next one the head.
+	inboxAddQuery = `INSERT OR IGNORE INTO slack_inbox (key, kind, body, received_at, thread, head)
+		VALUES (?1, ?2, ?3, ?4, ?5, NOT EXISTS (SELECT 1 FROM slack_inbox WHERE thread = ?5 AND processed_at IS NULL))`
+	inboxNextHeadQuery = `UPDATE slack_inbox SET head = 1
+		WHERE id = (SELECT MIN(id) FROM slack_inbox WHERE thread = ? AND processed_at IS NULL) AND head = 0`
 	// A queue's head is its oldest pending message; only heads are sent,
 	// which is what keeps a thread in order.
 	// Heads come from the partial index of pending rows, so sent history
@@ -58,8 +66,11 @@ func (db *DB) SlackInboxAdd(ctx context.Context, items []*store.SlackInboxAddPar
 			// tx.Prepare: a statement prepared by hand bypasses the
 			// driver's statement cache and is compiled again on every
 			// delivery (3.5 % of the ingest benchmark's CPU).
-			res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO slack_inbox (key, kind, body, received_at, thread)
-				VALUES (?1, ?2, ?3, ?4, CASE WHEN ?5 = '' THEN 'key:' || ?1 ELSE ?5 END)`, it.Key, it.Kind, it.Body, now, it.Thread)
+			thread := it.Thread
+			if thread == "" {
+				thread = "key:" + it.Key
+			}
+			res, err := tx.ExecContext(ctx, inboxAddQuery, it.Key, it.Kind, it.Body, now, thread)
 			if err != nil {
 				return err
 			}
@@ -159,16 +170,19 @@ func b2i(b bool) int {
 	return 0
 }
 
+// inboxDoneTx marks a delivery processed and passes its thread's head on.
 func inboxDoneTx(ctx context.Context, tx *sql.Tx, id int64, errMsg string) error {
-	res, err := tx.ExecContext(ctx, `UPDATE slack_inbox SET processed_at = ?, error = ? WHERE id = ? AND processed_at IS NULL`,
-		formatTime(time.Now()), errMsg, id)
+	var thread string
+	err := tx.QueryRowContext(ctx, `UPDATE slack_inbox SET processed_at = ?, error = ?, head = 0
+		WHERE id = ? AND processed_at IS NULL RETURNING thread`, formatTime(time.Now()), errMsg, id).Scan(&thread)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("inbox delivery %d: %w", id, store.ErrNotFound)
+	}
 	if err != nil {
 		return err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("inbox delivery %d: %w", id, store.ErrNotFound)
-	}
-	return nil
+	_, err = tx.ExecContext(ctx, inboxNextHeadQuery, thread)
+	return err
 }
 
 // SlackInboxDone marks a delivery processed.

@@ -21,7 +21,9 @@ func TestSlackQueriesUseIndexes(t *testing.T) {
 		want  []string
 	}{
 		"InboxPending":  {inboxPendingQuery, []any{50}, []string{"slack_inbox_pending_thread"}},
-		"InboxClaim":    {inboxClaimQuery, []any{"r1", now, now, 50}, []string{"slack_inbox_pending_thread"}},
+		"InboxClaim":    {inboxClaimQuery, []any{"r1", now, now, 50}, []string{"slack_inbox_heads"}},
+		"InboxAdd":      {inboxAddQuery, []any{"k", "event", "{}", now, "C1:1"}, []string{"slack_inbox_pending_thread (thread=?)"}},
+		"InboxNextHead": {inboxNextHeadQuery, []any{"C1:1"}, []string{"slack_inbox_pending_thread (thread=?)"}},
 		"OutboxClaim":   {outboxClaimQuery, []any{"r1", now, now, now, 50}, []string{"slack_outbox_pending_queue"}},
 		"OutboxNextDue": {outboxNextDueQuery, nil, []string{"slack_outbox_pending_queue"}},
 		"MirrorEvents":  {mirrorEventsQuery, []any{10, 100}, []string{"SEARCH e USING INTEGER PRIMARY KEY (rowid>?)", "session_tags"}},

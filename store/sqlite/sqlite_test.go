@@ -80,6 +80,8 @@ func TestMigrations(t *testing.T) {
 		require.ErrorIs(t, err, sqlite.ErrSchemaTooNew)
 	})
 
+	// undoHeads undoes migration 032.
+	const undoHeads = `DROP INDEX slack_inbox_heads; ALTER TABLE slack_inbox DROP COLUMN head; `
 	t.Run("SlackEventLinesBackfilled", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "upgrade.db")
 		storetest.SlackEventLinesBackfilled(t, func(t *testing.T) store.Store {
@@ -90,7 +92,22 @@ func TestMigrations(t *testing.T) {
 			raw, err := sql.Open("sqlite3", path)
 			require.NoError(t, err)
 			defer raw.Close()
-			_, err = raw.Exec(`DROP TABLE slack_event_lines; DELETE FROM schema_migrations WHERE version = 31`)
+			_, err = raw.Exec(undoHeads + `DROP TABLE slack_event_lines; DELETE FROM schema_migrations WHERE version >= 31`)
+			require.NoError(t, err)
+		})
+	})
+
+	t.Run("SlackInboxHeadsBackfilled", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "upgrade.db")
+		storetest.SlackInboxHeadsBackfilled(t, func(t *testing.T) store.Store {
+			db, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+			require.NoError(t, err)
+			return db
+		}, func(t *testing.T, _ store.Store) {
+			raw, err := sql.Open("sqlite3", path)
+			require.NoError(t, err)
+			defer raw.Close()
+			_, err = raw.Exec(undoHeads + `DELETE FROM schema_migrations WHERE version = 32`)
 			require.NoError(t, err)
 		})
 	})

@@ -298,6 +298,50 @@ func runSlack(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Equal(t, wantIn, inbox, "each thread's head claimed once, no successor while it is held")
 	})
 
+	// Not parallel: it times claims, best with the machine to itself.
+	t.Run("SlackInboxClaimCostIsFlatInBacklog", func(t *testing.T) { inboxClaimCostIsFlatInBacklog(t, newStore) })
+
+	t.Run("SlackInboxThreadNeverLosesItsHead", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		add := func(i int) error {
+			_, err := s.SlackInboxAdd(ctx, []*store.SlackInboxAddParams{{Key: fmt.Sprint("d", i), Kind: store.SlackKindEvent,
+				Body: []byte(`{}`), Thread: "C1:1"}})
+			return err
+		}
+		// Each delivery arrives just as its thread's only other one, the
+		// head, is being processed: the arrival must see the head pending
+		// or become the head itself, never neither, or the thread would
+		// wait forever.
+		const n = 100
+		require.NoError(t, add(0))
+		next, added := make(chan struct{}), make(chan error, 1)
+		go func() {
+			for i := 1; i < n; i++ {
+				<-next
+				if err := add(i); err != nil {
+					added <- err
+					return
+				}
+			}
+			added <- nil
+		}()
+		for i := range n {
+			var got []*store.SlackInboxItem
+			for deadline := time.Now().Add(10 * time.Second); len(got) == 0; {
+				require.True(t, time.Now().Before(deadline), "the thread stalled at delivery %d of %d", i, n)
+				got = inboxClaim(t, s, "r1", time.Now())
+			}
+			require.Len(t, got, 1, "one head per thread")
+			require.Equal(t, fmt.Sprint("d", i), got[0].Key, "in arrival order")
+			if i < n-1 {
+				next <- struct{}{}
+			}
+			require.NoError(t, s.SlackInboxDone(ctx, got[0].ID, ""))
+		}
+		require.NoError(t, <-added)
+	})
+
 	t.Run("SlackInboxClaim", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
