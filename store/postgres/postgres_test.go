@@ -52,7 +52,8 @@ func TestMigrations(t *testing.T) {
 	})
 
 	// undoHeads undoes migration 011.
-	const undoHeads = `DROP INDEX slack_inbox_heads; ALTER TABLE slack_inbox DROP COLUMN head`
+	const undoHeads = `DROP INDEX slack_inbox_heads; ALTER TABLE slack_inbox DROP COLUMN head;
+		DROP INDEX slack_outbox_heads; ALTER TABLE slack_outbox DROP COLUMN head`
 	t.Run("SlackEventLinesBackfilled", func(t *testing.T) {
 		url := pgtest.SchemaURL(t)
 		storetest.SlackEventLinesBackfilled(t, func(t *testing.T) store.Store {
@@ -67,9 +68,9 @@ func TestMigrations(t *testing.T) {
 		})
 	})
 
-	t.Run("SlackInboxHeadsBackfilled", func(t *testing.T) {
+	t.Run("SlackHeadsBackfilled", func(t *testing.T) {
 		url := pgtest.SchemaURL(t)
-		storetest.SlackInboxHeadsBackfilled(t, func(t *testing.T) store.Store {
+		storetest.SlackHeadsBackfilled(t, func(t *testing.T) store.Store {
 			db, err := postgres.Open(ctx, postgres.Config{URL: url})
 			require.NoError(t, err)
 			return db

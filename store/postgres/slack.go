@@ -28,7 +28,7 @@ func (db *DB) SlackInboxAdd(ctx context.Context, items []*store.SlackInboxAddPar
 	}
 	now := utc(time.Now())
 	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
-		lockThreadsTx(tx, `SELECT unnest($1::text[])`, threads)
+		lockKeysTx(tx, inboxThreadLocks, `SELECT unnest($1::text[])`, threads)
 		for i, it := range items {
 			tag, err := tx.Exec(ctx, `INSERT INTO slack_inbox (key, kind, body, received_at, thread, head)
 				VALUES ($1, $2, $3, $4, $5, NOT EXISTS (SELECT 1 FROM slack_inbox WHERE thread = $5 AND processed_at IS NULL))
@@ -131,7 +131,7 @@ func (db *DB) SlackInboxRelease(ctx context.Context, p *store.SlackInboxReleaseP
 
 // inboxDoneTx marks a delivery processed and passes its thread's head on.
 func inboxDoneTx(ctx context.Context, tx *txn, id int64, errMsg string) error {
-	lockThreadsTx(tx, `SELECT thread FROM slack_inbox WHERE id = $1`, id)
+	lockKeysTx(tx, inboxThreadLocks, `SELECT thread FROM slack_inbox WHERE id = $1`, id)
 	var thread string
 	err := tx.QueryRow(ctx, `UPDATE slack_inbox SET processed_at = $1, error = $2, head = false
 		WHERE id = $3 AND processed_at IS NULL RETURNING thread`, utc(time.Now()), errMsg, id).Scan(&thread)
@@ -146,23 +146,26 @@ func inboxDoneTx(ctx context.Context, tx *txn, id int64, errMsg string) error {
 	return nil
 }
 
-// lockThreadsTx locks the inbox threads the query (one text column)
-// answers until the transaction ends, in key order. Marking a thread's
-// head reads what else of the thread is pending, which a concurrent
-// transaction may be changing unseen: a delivery arriving while its
-// thread's head is processed would find the head still pending, the
-// processing would not yet see the new delivery, and the thread would be
-// left with no head, never claimed again. Under the lock the second of the
-// two sees the first's commit. The lock is sent with the next statement,
-// which (a statement of its own, with its own snapshot) runs once it is
-// held.
-func lockThreadsTx(tx *txn, threads string, args ...any) {
-	tx.later(nil, `SELECT pg_advisory_xact_lock(`+strconv.Itoa(threadLockSpace)+`, k)
-		FROM (SELECT DISTINCT hashtext(t) AS k FROM (`+threads+`) AS q(t) ORDER BY 1) AS keys`, args...)
+// lockKeysTx locks, in the lock space, the inbox threads or outbox queues
+// the query (one text column) answers until the transaction ends, in key
+// order. Marking a thread's head reads what else of the thread is pending,
+// which a concurrent transaction may be changing unseen: a row arriving
+// while its thread's head leaves pending would find the head still
+// pending, the head's transaction would not yet see the new row, and the
+// thread would be left with no head, never claimed again. Under the lock
+// the second of the two sees the first's commit. The lock is sent with the
+// next statement, which (a statement of its own, with its own snapshot)
+// runs once it is held.
+func lockKeysTx(tx *txn, space int, keys string, args ...any) {
+	tx.later(nil, `SELECT pg_advisory_xact_lock(`+strconv.Itoa(space)+`, k)
+		FROM (SELECT DISTINCT hashtext(t) AS k FROM (`+keys+`) AS q(t) ORDER BY 1) AS keys`, args...)
 }
 
-// threadLockSpace is the first key of lockThreadsTx's advisory locks.
-const threadLockSpace = 0x48746872 // "Hthr"
+// The first keys of lockKeysTx's advisory locks.
+const (
+	inboxThreadLocks = 0x48746872 // "Hthr"
+	outboxQueueLocks = 0x48717565 // "Hque"
+)
 
 // SlackInboxDone marks a delivery processed.
 func (db *DB) SlackInboxDone(ctx context.Context, id int64, errMsg string) error {
@@ -226,14 +229,22 @@ func outboxAddTx(ctx context.Context, tx *txn, msgs []*store.SlackOutboxAddParam
 		return 0, nil
 	}
 	now := utc(time.Now())
-	added := 0
-	for _, m := range msgs {
+	queues := make([]string, len(msgs))
+	for i, m := range msgs {
 		if m.DedupeKey == "" || m.Queue == "" || m.Channel == "" {
 			return 0, fmt.Errorf("outbox message needs a dedupe key, queue and channel: %+v", m)
 		}
+		queues[i] = m.Queue
+	}
+	lockKeysTx(tx, outboxQueueLocks, `SELECT unnest($1::text[])`, queues)
+	added := 0
+	for _, m := range msgs {
+		// A message is its queue's head if nothing else of the queue is pending.
 		tag, err := tx.Exec(ctx, `INSERT INTO slack_outbox
-			(dedupe_key, queue, method, channel, thread_ts, recipient, text, blocks, ref_key, trace_context, next_at, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) ON CONFLICT (dedupe_key) DO NOTHING`,
+			(dedupe_key, queue, method, channel, thread_ts, recipient, text, blocks, ref_key, trace_context, next_at, created_at, head)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11,
+				NOT EXISTS (SELECT 1 FROM slack_outbox WHERE queue = $2 AND status = 'pending'))
+			ON CONFLICT (dedupe_key) DO NOTHING`,
 			m.DedupeKey, m.Queue, m.Method, m.Channel, m.ThreadTS, m.User, m.Text, m.Blocks, m.RefKey, m.TraceContext, now)
 		if err != nil {
 			return 0, err
@@ -260,10 +271,6 @@ func (db *DB) SlackOutboxAdd(ctx context.Context, msgs []*store.SlackOutboxAddPa
 const outboxColumns = `id, dedupe_key, queue, method, channel, thread_ts, recipient, text, blocks, ref_key, trace_context, status, attempts,
 	next_at, last_error, sent_ts, created_at, sent_at, attempted_at, holder, claim_seq, claim_until`
 
-// outboxHeads is each queue's oldest pending message: only heads are sent,
-// which keeps a thread in order.
-const outboxHeads = `SELECT MIN(id) FROM slack_outbox WHERE status = 'pending' GROUP BY queue`
-
 func scanOutbox(row scanner) (*store.SlackOutboxMsg, error) {
 	var m store.SlackOutboxMsg
 	if err := row.Scan(&m.ID, &m.DedupeKey, &m.Queue, &m.Method, &m.Channel, &m.ThreadTS, &m.User, &m.Text, &m.Blocks,
@@ -274,17 +281,17 @@ func scanOutbox(row scanner) (*store.SlackOutboxMsg, error) {
 	return &m, nil
 }
 
-// SlackOutboxClaim claims each due, free queue head (see SlackInboxClaim
+// SlackOutboxClaim claims each due, free queue head: a queue's oldest
+// pending message, marked as the inbox's heads are (see SlackInboxClaim
 // for why the snapshot's heads are safe to claim).
 func (db *DB) SlackOutboxClaim(ctx context.Context, p *store.SlackClaimParams) ([]*store.SlackOutboxMsg, error) {
 	var out []*store.SlackOutboxMsg
 	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
 		var err error
 		out, err = queryAll(ctx, tx, scanOutbox, `WITH cand AS (
-				SELECT o.id AS cid FROM slack_outbox o
-				WHERE o.id IN (`+outboxHeads+`) AND o.status = 'pending' AND o.next_at <= $3
-					AND (o.claim_until IS NULL OR o.claim_until <= $3)
-				ORDER BY o.id LIMIT $4 FOR UPDATE SKIP LOCKED)
+				SELECT id AS cid FROM slack_outbox
+				WHERE head AND next_at <= $3 AND (claim_until IS NULL OR claim_until <= $3)
+				ORDER BY id LIMIT $4 FOR UPDATE SKIP LOCKED)
 			UPDATE slack_outbox SET holder = $1, claim_seq = claim_seq + 1, claim_until = $2
 			FROM cand WHERE id = cand.cid RETURNING `+outboxColumns, p.Holder, p.Until, p.Now, p.Limit)
 		return err
@@ -301,7 +308,7 @@ func (db *DB) SlackOutboxClaim(ctx context.Context, p *store.SlackClaimParams) (
 func (db *DB) SlackOutboxNextDue(ctx context.Context) (time.Time, error) {
 	var next *time.Time
 	if err := db.pool.QueryRow(ctx, `SELECT MIN(GREATEST(next_at, claim_until)) FROM slack_outbox
-		WHERE id IN (`+outboxHeads+`)`).Scan(&next); err != nil {
+		WHERE head`).Scan(&next); err != nil {
 		return time.Time{}, fmt.Errorf("slack outbox next due: %w", interpretError(err))
 	}
 	if next == nil {
@@ -331,8 +338,33 @@ func (db *DB) SlackOutboxAttempt(ctx context.Context, id int64, claim store.Slac
 
 // SlackOutboxSent records a delivered message and its ts.
 func (db *DB) SlackOutboxSent(ctx context.Context, id int64, claim store.SlackClaim, ts string) error {
-	return db.claimSet(ctx, "outbox sent", id, `UPDATE slack_outbox SET status = 'sent', attempts = attempts + 1, sent_ts = $4,
-		sent_at = $5, last_error = '', holder = '', claim_until = NULL WHERE `+outboxClaimed, id, claim.Holder, claim.Seq, ts, utc(time.Now()))
+	return db.outboxSettle(ctx, "outbox sent", id, `UPDATE slack_outbox SET status = 'sent', attempts = attempts + 1, sent_ts = $4,
+		sent_at = $5, last_error = '', holder = '', claim_until = NULL, head = false WHERE `+outboxClaimed+` RETURNING queue`,
+		id, claim.Holder, claim.Seq, ts, utc(time.Now()))
+}
+
+// outboxSettle runs a claimed message's last write (query, $1 its id,
+// answering its queue) and passes the queue's head on, under the queue's
+// lock (see lockKeysTx).
+func (db *DB) outboxSettle(ctx context.Context, what string, id int64, query string, args ...any) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		lockKeysTx(tx, outboxQueueLocks, `SELECT queue FROM slack_outbox WHERE id = $1`, id)
+		var queue string
+		err := tx.QueryRow(ctx, query, args...).Scan(&queue)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("row %d is not pending under this claim: %w", id, store.ErrConflict)
+		}
+		if err != nil {
+			return err
+		}
+		tx.later(nil, `UPDATE slack_outbox SET head = true
+			WHERE id = (SELECT MIN(id) FROM slack_outbox WHERE queue = $1 AND status = 'pending') AND NOT head`, queue)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("slack %s: %w", what, err)
+	}
+	return nil
 }
 
 // SlackOutboxRetry records a failed attempt and the next one's time, and
@@ -344,8 +376,8 @@ func (db *DB) SlackOutboxRetry(ctx context.Context, id int64, claim store.SlackC
 
 // SlackOutboxFail marks a message failed for good, keeping it and its error.
 func (db *DB) SlackOutboxFail(ctx context.Context, id int64, claim store.SlackClaim, errMsg string) error {
-	return db.claimSet(ctx, "outbox fail", id, `UPDATE slack_outbox SET status = 'failed', attempts = attempts + 1, last_error = $4,
-		holder = '', claim_until = NULL WHERE `+outboxClaimed, id, claim.Holder, claim.Seq, errMsg)
+	return db.outboxSettle(ctx, "outbox fail", id, `UPDATE slack_outbox SET status = 'failed', attempts = attempts + 1, last_error = $4,
+		holder = '', claim_until = NULL, head = false WHERE `+outboxClaimed+` RETURNING queue`, id, claim.Holder, claim.Seq, errMsg)
 }
 
 // SlackOutboxExtend moves a held claim's expiry.

@@ -32,20 +32,25 @@ const (
 	// pending; processing the head makes the next one the head.
 	inboxAddQuery = `INSERT OR IGNORE INTO slack_inbox (key, kind, body, received_at, thread, head)
 		VALUES (?1, ?2, ?3, ?4, ?5, NOT EXISTS (SELECT 1 FROM slack_inbox WHERE thread = ?5 AND processed_at IS NULL))`
+	// A message is its queue's head if nothing else of the queue is pending.
+	outboxAddQuery = `INSERT OR IGNORE INTO slack_outbox
+		(dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, trace_context, next_at, created_at, head)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11,
+			NOT EXISTS (SELECT 1 FROM slack_outbox WHERE queue = ?2 AND status = 'pending'))`
 	inboxNextHeadQuery = `UPDATE slack_inbox SET head = 1
 		WHERE id = (SELECT MIN(id) FROM slack_inbox WHERE thread = ? AND processed_at IS NULL) AND head = 0`
 	// A queue's head is its oldest pending message; only heads are sent,
-	// which is what keeps a thread in order.
-	// Heads come from the partial index of pending rows, so sent history
-	// never costs anything.
-	outboxHeads      = `SELECT MIN(id) FROM slack_outbox WHERE status = 'pending' GROUP BY queue`
+	// which is what keeps a thread in order. They are marked as the
+	// inbox's are, and passed on when a head is sent or fails for good.
 	outboxClaimQuery = `UPDATE slack_outbox SET holder = ?, claim_seq = claim_seq + 1, claim_until = ?
-		WHERE id IN (SELECT id FROM slack_outbox WHERE id IN (` + outboxHeads + `) AND next_at <= ?
-			AND (claim_until IS NULL OR claim_until <= ?) ORDER BY id LIMIT ?)
+		WHERE id IN (SELECT id FROM slack_outbox INDEXED BY slack_outbox_heads
+			WHERE head = 1 AND next_at <= ? AND (claim_until IS NULL OR claim_until <= ?) ORDER BY id LIMIT ?)
 		RETURNING ` + outboxColumns
 	// A held head is due when its claim lapses.
-	outboxNextDueQuery = `SELECT MIN(MAX(next_at, COALESCE(claim_until, next_at))) FROM slack_outbox
-		WHERE id IN (` + outboxHeads + `)`
+	outboxNextDueQuery = `SELECT MIN(MAX(next_at, COALESCE(claim_until, next_at))) FROM slack_outbox INDEXED BY slack_outbox_heads
+		WHERE head = 1`
+	outboxNextHeadQuery = `UPDATE slack_outbox SET head = 1
+		WHERE id = (SELECT MIN(id) FROM slack_outbox WHERE queue = ? AND status = 'pending') AND head = 0`
 	// The CROSS JOIN keeps session_events the outer loop, walked by primary
 	// key from the cursor, so the cost follows the events not yet mirrored.
 	mirrorEventsQuery = `SELECT e.id, e.session_id, e.ts, e.type, e.actor, e.payload, t.tag
@@ -258,10 +263,8 @@ func outboxAddTx(ctx context.Context, tx *sql.Tx, msgs []*store.SlackOutboxAddPa
 			return 0, fmt.Errorf("outbox message needs a dedupe key, queue and channel: %+v", m)
 		}
 		// Through the driver's statement cache (see SlackInboxAdd).
-		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO slack_outbox
-			(dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, trace_context, next_at, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, m.DedupeKey, m.Queue, m.Method, m.Channel, m.ThreadTS, m.User, m.Text, m.Blocks, m.RefKey,
-			m.TraceContext, now, now)
+		res, err := tx.ExecContext(ctx, outboxAddQuery, m.DedupeKey, m.Queue, m.Method, m.Channel, m.ThreadTS, m.User, m.Text, m.Blocks, m.RefKey,
+			m.TraceContext, now)
 		if err != nil {
 			return 0, err
 		}
@@ -369,8 +372,30 @@ func (db *DB) SlackOutboxAttempt(ctx context.Context, id int64, claim store.Slac
 
 // SlackOutboxSent records a delivered message and its ts.
 func (db *DB) SlackOutboxSent(ctx context.Context, id int64, claim store.SlackClaim, ts string) error {
-	return db.claimSet(ctx, "outbox sent", id, `UPDATE slack_outbox SET status = 'sent', attempts = attempts + 1, sent_ts = ?,
-		sent_at = ?, last_error = '', holder = '', claim_until = NULL WHERE `+outboxClaimed, ts, formatTime(time.Now()), id, claim.Holder, claim.Seq)
+	return db.outboxSettle(ctx, "outbox sent", id, `UPDATE slack_outbox SET status = 'sent', attempts = attempts + 1, sent_ts = ?,
+		sent_at = ?, last_error = '', holder = '', claim_until = NULL, head = 0 WHERE `+outboxClaimed+` RETURNING queue`,
+		ts, formatTime(time.Now()), id, claim.Holder, claim.Seq)
+}
+
+// outboxSettle runs a claimed message's last write (query, answering its
+// queue) and passes the queue's head on.
+func (db *DB) outboxSettle(ctx context.Context, what string, id int64, query string, args ...any) error {
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var queue string
+		err := tx.QueryRowContext(ctx, query, args...).Scan(&queue)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("row %d is not pending under this claim: %w", id, store.ErrConflict)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, outboxNextHeadQuery, queue)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("slack %s: %w", what, err)
+	}
+	return nil
 }
 
 // SlackOutboxRetry records a failed attempt and the next one's time, and
@@ -382,8 +407,8 @@ func (db *DB) SlackOutboxRetry(ctx context.Context, id int64, claim store.SlackC
 
 // SlackOutboxFail marks a message failed for good, keeping it and its error.
 func (db *DB) SlackOutboxFail(ctx context.Context, id int64, claim store.SlackClaim, errMsg string) error {
-	return db.claimSet(ctx, "outbox fail", id, `UPDATE slack_outbox SET status = 'failed', attempts = attempts + 1, last_error = ?,
-		holder = '', claim_until = NULL WHERE `+outboxClaimed, errMsg, id, claim.Holder, claim.Seq)
+	return db.outboxSettle(ctx, "outbox fail", id, `UPDATE slack_outbox SET status = 'failed', attempts = attempts + 1, last_error = ?,
+		holder = '', claim_until = NULL, head = 0 WHERE `+outboxClaimed+` RETURNING queue`, errMsg, id, claim.Holder, claim.Seq)
 }
 
 // SlackOutboxExtend moves a held claim's expiry.

@@ -24,11 +24,14 @@ func TestSlackQueriesUseIndexes(t *testing.T) {
 		"InboxClaim":    {inboxClaimQuery, []any{"r1", now, now, 50}, []string{"slack_inbox_heads"}},
 		"InboxAdd":      {inboxAddQuery, []any{"k", "event", "{}", now, "C1:1"}, []string{"slack_inbox_pending_thread (thread=?)"}},
 		"InboxNextHead": {inboxNextHeadQuery, []any{"C1:1"}, []string{"slack_inbox_pending_thread (thread=?)"}},
-		"OutboxClaim":   {outboxClaimQuery, []any{"r1", now, now, now, 50}, []string{"slack_outbox_pending_queue"}},
-		"OutboxNextDue": {outboxNextDueQuery, nil, []string{"slack_outbox_pending_queue"}},
-		"MirrorEvents":  {mirrorEventsQuery, []any{10, 100}, []string{"SEARCH e USING INTEGER PRIMARY KEY (rowid>?)", "session_tags"}},
-		"BackfillDue":   {backfillDueQuery, []any{now, 10}, []string{"slack_backfills_due (next_at<?)"}},
-		"BackfillNext":  {backfillNextDueQuery, nil, []string{"slack_backfills_due"}},
+		"OutboxClaim":   {outboxClaimQuery, []any{"r1", now, now, now, 50}, []string{"slack_outbox_heads"}},
+		"OutboxNextDue": {outboxNextDueQuery, nil, []string{"slack_outbox_heads"}},
+		"OutboxAdd": {outboxAddQuery, []any{"k", "C1:1", "chat.postMessage", "C1", "", "", "x", "", "", "", now},
+			[]string{"slack_outbox_pending_queue (queue=?)"}},
+		"OutboxNextHead": {outboxNextHeadQuery, []any{"C1:1"}, []string{"slack_outbox_pending_queue (queue=?)"}},
+		"MirrorEvents":   {mirrorEventsQuery, []any{10, 100}, []string{"SEARCH e USING INTEGER PRIMARY KEY (rowid>?)", "session_tags"}},
+		"BackfillDue":    {backfillDueQuery, []any{now, 10}, []string{"slack_backfills_due (next_at<?)"}},
+		"BackfillNext":   {backfillNextDueQuery, nil, []string{"slack_backfills_due"}},
 	} {
 		got := plan(tc.query, tc.args...)
 		t.Logf("%s:\n%s", name, got)

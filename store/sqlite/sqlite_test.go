@@ -81,7 +81,8 @@ func TestMigrations(t *testing.T) {
 	})
 
 	// undoHeads undoes migration 032.
-	const undoHeads = `DROP INDEX slack_inbox_heads; ALTER TABLE slack_inbox DROP COLUMN head; `
+	const undoHeads = `DROP INDEX slack_inbox_heads; ALTER TABLE slack_inbox DROP COLUMN head;
+		DROP INDEX slack_outbox_heads; ALTER TABLE slack_outbox DROP COLUMN head; `
 	t.Run("SlackEventLinesBackfilled", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "upgrade.db")
 		storetest.SlackEventLinesBackfilled(t, func(t *testing.T) store.Store {
@@ -97,9 +98,9 @@ func TestMigrations(t *testing.T) {
 		})
 	})
 
-	t.Run("SlackInboxHeadsBackfilled", func(t *testing.T) {
+	t.Run("SlackHeadsBackfilled", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "upgrade.db")
-		storetest.SlackInboxHeadsBackfilled(t, func(t *testing.T) store.Store {
+		storetest.SlackHeadsBackfilled(t, func(t *testing.T) store.Store {
 			db, err := sqlite.Open(ctx, sqlite.Config{Path: path})
 			require.NoError(t, err)
 			return db

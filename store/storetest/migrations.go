@@ -38,43 +38,56 @@ func SlackEventLinesBackfilled(t *testing.T, open func(t *testing.T) store.Store
 	require.True(t, added)
 }
 
-// SlackInboxHeadsBackfilled checks a store's migration to marked thread
-// heads (SQLite 032, PostgreSQL 011): deliveries pending before it are
-// claimed as before, each thread's oldest first. forget undoes the
+// SlackHeadsBackfilled checks a store's migration to marked heads (SQLite
+// 032, PostgreSQL 011): inbox deliveries and outbox messages pending before
+// it are claimed as before, each thread's oldest first. forget undoes the
 // migration in s, as a database made before it lacks it.
-func SlackInboxHeadsBackfilled(t *testing.T, open func(t *testing.T) store.Store, forget func(t *testing.T, s store.Store)) {
+func SlackHeadsBackfilled(t *testing.T, open func(t *testing.T) store.Store, forget func(t *testing.T, s store.Store)) {
 	ctx := context.Background()
 	s := open(t)
 	add := func(key, thread string) {
 		_, err := s.SlackInboxAdd(ctx, []*store.SlackInboxAddParams{{Key: key, Kind: store.SlackKindEvent, Body: []byte(`{}`), Thread: thread}})
 		require.NoError(t, err)
+		_, err = s.SlackOutboxAdd(ctx, []*store.SlackOutboxAddParams{{DedupeKey: key, Queue: thread, Method: store.SlackPost, Channel: "C1", Text: "x"}})
+		require.NoError(t, err)
 	}
 	add("t1a", "C1:1")
 	add("t1b", "C1:1")
 	add("t2a", "C1:2")
-	now := time.Now()
-	claim := func() []string {
-		got, err := s.SlackInboxClaim(ctx, &store.SlackClaimParams{Holder: "r1", Now: now, Until: now.Add(time.Minute), Limit: 10})
+	// claim claims both queues' heads, answering their keys; finish takes
+	// the first claimed of each out of pending.
+	claim := func() (in []*store.SlackInboxItem, out []*store.SlackOutboxMsg, keys []string) {
+		now := time.Now()
+		p := &store.SlackClaimParams{Holder: "r1", Now: now, Until: now.Add(time.Minute), Limit: 10}
+		in, err := s.SlackInboxClaim(ctx, p)
 		require.NoError(t, err)
-		var keys []string
-		for _, it := range got {
-			keys = append(keys, it.Key)
+		out, err = s.SlackOutboxClaim(ctx, p)
+		require.NoError(t, err)
+		for _, it := range in {
+			keys = append(keys, "in:"+it.Key)
 		}
-		return keys
+		for _, m := range out {
+			keys = append(keys, "out:"+m.DedupeKey)
+		}
+		return in, out, keys
 	}
-	pending, err := s.SlackInboxPending(ctx, 10)
-	require.NoError(t, err)
-	require.NoError(t, s.SlackInboxDone(ctx, pending[0].ID, ""))
+	finish := func(in []*store.SlackInboxItem, out []*store.SlackOutboxMsg) {
+		require.NoError(t, s.SlackInboxDone(ctx, in[0].ID, ""))
+		require.NoError(t, s.SlackOutboxSent(ctx, out[0].ID, out[0].Claim, "1.0"))
+	}
+	in, out, _ := claim()
+	finish(in, out) // t2a stays claimed
 	forget(t, s)
 	require.NoError(t, s.Close())
 
 	s = open(t)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.Equal(t, []string{"t1b", "t2a"}, claim(), "each thread's oldest pending delivery")
+	in, out, keys := claim()
+	require.Equal(t, []string{"in:t1b", "out:t1b"}, keys, "each thread's oldest pending row; t2a's is held")
 	add("t1c", "C1:1")
-	require.Empty(t, claim(), "t1c waits behind t1b")
-	pending, err = s.SlackInboxPending(ctx, 10)
-	require.NoError(t, err)
-	require.NoError(t, s.SlackInboxDone(ctx, pending[0].ID, ""))
-	require.Equal(t, []string{"t1c"}, claim())
+	_, _, keys = claim()
+	require.Empty(t, keys, "t1c waits behind t1b")
+	finish(in, out)
+	_, _, keys = claim()
+	require.Equal(t, []string{"in:t1c", "out:t1c"}, keys)
 }

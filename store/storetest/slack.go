@@ -299,47 +299,78 @@ func runSlack(t *testing.T, newStore func(t *testing.T) store.Store) {
 	})
 
 	// Not parallel: it times claims, best with the machine to itself.
-	t.Run("SlackInboxClaimCostIsFlatInBacklog", func(t *testing.T) { inboxClaimCostIsFlatInBacklog(t, newStore) })
+	t.Run("SlackClaimCostIsFlatInBacklog", func(t *testing.T) { claimCostIsFlatInBacklog(t, newStore) })
 
-	t.Run("SlackInboxThreadNeverLosesItsHead", func(t *testing.T) {
+	t.Run("SlackThreadNeverLosesItsHead", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		add := func(i int) error {
-			_, err := s.SlackInboxAdd(ctx, []*store.SlackInboxAddParams{{Key: fmt.Sprint("d", i), Kind: store.SlackKindEvent,
-				Body: []byte(`{}`), Thread: "C1:1"}})
-			return err
+		// Each row arrives just as its thread's only other one, the head,
+		// leaves pending: the arrival must see the head pending or become
+		// the head itself, never neither, or the thread would wait forever.
+		type queue struct {
+			add func(i int) error
+			// take claims the thread's head, if any, and answers its key
+			// and how to take it out of pending.
+			take func() (key string, finish func() error)
 		}
-		// Each delivery arrives just as its thread's only other one, the
-		// head, is being processed: the arrival must see the head pending
-		// or become the head itself, never neither, or the thread would
-		// wait forever.
-		const n = 100
-		require.NoError(t, add(0))
-		next, added := make(chan struct{}), make(chan error, 1)
-		go func() {
-			for i := 1; i < n; i++ {
-				<-next
-				if err := add(i); err != nil {
-					added <- err
-					return
+		for name, q := range map[string]queue{
+			"inbox": {
+				add: func(i int) error {
+					_, err := s.SlackInboxAdd(ctx, []*store.SlackInboxAddParams{{Key: fmt.Sprint("d", i), Kind: store.SlackKindEvent,
+						Body: []byte(`{}`), Thread: "C1:1"}})
+					return err
+				},
+				take: func() (string, func() error) {
+					got := inboxClaim(t, s, "r1", time.Now())
+					require.LessOrEqual(t, len(got), 1, "one head per thread")
+					if len(got) == 0 {
+						return "", nil
+					}
+					return got[0].Key, func() error { return s.SlackInboxDone(ctx, got[0].ID, "") }
+				},
+			},
+			"outbox": {
+				add: func(i int) error {
+					_, err := s.SlackOutboxAdd(ctx, []*store.SlackOutboxAddParams{{DedupeKey: fmt.Sprint("d", i), Queue: "C1:1",
+						Method: store.SlackPost, Channel: "C1", Text: "x"}})
+					return err
+				},
+				take: func() (string, func() error) {
+					got := outboxClaim(t, s, "r1", time.Now())
+					require.LessOrEqual(t, len(got), 1, "one head per queue")
+					if len(got) == 0 {
+						return "", nil
+					}
+					return got[0].DedupeKey, func() error { return s.SlackOutboxSent(ctx, got[0].ID, got[0].Claim, "1.0") }
+				},
+			},
+		} {
+			const n = 100
+			require.NoError(t, q.add(0))
+			next, added := make(chan struct{}), make(chan error, 1)
+			go func() {
+				for i := 1; i < n; i++ {
+					<-next
+					if err := q.add(i); err != nil {
+						added <- err
+						return
+					}
 				}
+				added <- nil
+			}()
+			for i := range n {
+				key, finish := q.take()
+				for deadline := time.Now().Add(10 * time.Second); finish == nil; key, finish = q.take() {
+					require.True(t, time.Now().Before(deadline), "%s: the thread stalled at row %d of %d", name, i, n)
+				}
+				require.Equal(t, fmt.Sprint("d", i), key, "%s: in arrival order", name)
+				if i < n-1 {
+					next <- struct{}{}
+				}
+				require.NoError(t, finish())
 			}
-			added <- nil
-		}()
-		for i := range n {
-			var got []*store.SlackInboxItem
-			for deadline := time.Now().Add(10 * time.Second); len(got) == 0; {
-				require.True(t, time.Now().Before(deadline), "the thread stalled at delivery %d of %d", i, n)
-				got = inboxClaim(t, s, "r1", time.Now())
-			}
-			require.Len(t, got, 1, "one head per thread")
-			require.Equal(t, fmt.Sprint("d", i), got[0].Key, "in arrival order")
-			if i < n-1 {
-				next <- struct{}{}
-			}
-			require.NoError(t, s.SlackInboxDone(ctx, got[0].ID, ""))
+			require.NoError(t, <-added)
 		}
-		require.NoError(t, <-added)
 	})
 
 	t.Run("SlackInboxClaim", func(t *testing.T) {
