@@ -32,16 +32,11 @@ const (
 	// pending; processing the head makes the next one the head.
 	inboxAddQuery = `INSERT OR IGNORE INTO slack_inbox (key, kind, body, received_at, thread, head)
 		VALUES (?1, ?2, ?3, ?4, ?5, NOT EXISTS (SELECT 1 FROM slack_inbox WHERE thread = ?5 AND processed_at IS NULL))`
-	// A message is its queue's head if nothing else of the queue is pending.
-	outboxAddQuery = `INSERT OR IGNORE INTO slack_outbox
-		(dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, trace_context, next_at, created_at, head)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11,
-			NOT EXISTS (SELECT 1 FROM slack_outbox WHERE queue = ?2 AND status = 'pending'))`
 	inboxNextHeadQuery = `UPDATE slack_inbox SET head = 1
 		WHERE id = (SELECT MIN(id) FROM slack_inbox WHERE thread = ? AND processed_at IS NULL) AND head = 0`
 	// A queue's head is its oldest pending message; only heads are sent,
 	// which is what keeps a thread in order. They are marked as the
-	// inbox's are, and passed on when a head is sent or fails for good.
+	// inbox's are.
 	outboxClaimQuery = `UPDATE slack_outbox SET holder = ?, claim_seq = claim_seq + 1, claim_until = ?
 		WHERE id IN (SELECT id FROM slack_outbox INDEXED BY slack_outbox_heads
 			WHERE head = 1 AND next_at <= ? AND (claim_until IS NULL OR claim_until <= ?) ORDER BY id LIMIT ?)
@@ -49,6 +44,12 @@ const (
 	// A held head is due when its claim lapses.
 	outboxNextDueQuery = `SELECT MIN(MAX(next_at, COALESCE(claim_until, next_at))) FROM slack_outbox INDEXED BY slack_outbox_heads
 		WHERE head = 1`
+	// A message is its queue's head if nothing else of the queue is
+	// pending; sending the head (or failing it) makes the next one the head.
+	outboxAddQuery = `INSERT OR IGNORE INTO slack_outbox
+		(dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, trace_context, next_at, created_at, head)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11,
+			NOT EXISTS (SELECT 1 FROM slack_outbox WHERE queue = ?2 AND status = 'pending'))`
 	outboxNextHeadQuery = `UPDATE slack_outbox SET head = 1
 		WHERE id = (SELECT MIN(id) FROM slack_outbox WHERE queue = ? AND status = 'pending') AND head = 0`
 	// The CROSS JOIN keeps session_events the outer loop, walked by primary
