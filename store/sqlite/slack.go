@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -32,8 +31,10 @@ const (
 	// pending; processing the head makes the next one the head.
 	inboxAddQuery = `INSERT OR IGNORE INTO slack_inbox (key, kind, body, received_at, thread, head)
 		VALUES (?1, ?2, ?3, ?4, ?5, NOT EXISTS (SELECT 1 FROM slack_inbox WHERE thread = ?5 AND processed_at IS NULL))`
-	inboxNextHeadQuery = `UPDATE slack_inbox SET head = 1
-		WHERE id = (SELECT MIN(id) FROM slack_inbox WHERE thread = ? AND processed_at IS NULL) AND head = 0`
+	// Given the id of a row just processed (two plain statements cost less
+	// than reading its thread back with RETURNING).
+	inboxNextHeadQuery = `UPDATE slack_inbox SET head = 1 WHERE id = (SELECT MIN(p.id) FROM slack_inbox p
+		WHERE p.thread = (SELECT thread FROM slack_inbox WHERE id = ?) AND p.processed_at IS NULL) AND head = 0`
 	// A queue's head is its oldest pending message; only heads are sent,
 	// which is what keeps a thread in order. They are marked as the
 	// inbox's are.
@@ -50,8 +51,8 @@ const (
 		(dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, trace_context, next_at, created_at, head)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11,
 			NOT EXISTS (SELECT 1 FROM slack_outbox WHERE queue = ?2 AND status = 'pending'))`
-	outboxNextHeadQuery = `UPDATE slack_outbox SET head = 1
-		WHERE id = (SELECT MIN(id) FROM slack_outbox WHERE queue = ? AND status = 'pending') AND head = 0`
+	outboxNextHeadQuery = `UPDATE slack_outbox SET head = 1 WHERE id = (SELECT MIN(p.id) FROM slack_outbox p
+		WHERE p.queue = (SELECT queue FROM slack_outbox WHERE id = ?) AND p.status = 'pending') AND head = 0`
 	// The CROSS JOIN keeps session_events the outer loop, walked by primary
 	// key from the cursor, so the cost follows the events not yet mirrored.
 	mirrorEventsQuery = `SELECT e.id, e.session_id, e.ts, e.type, e.actor, e.payload, t.tag
@@ -139,18 +140,19 @@ func (db *DB) SlackInboxClaim(ctx context.Context, p *store.SlackClaimParams) ([
 // claimSet runs a write fenced by a claim; no row means the claim is no
 // longer held.
 func (db *DB) claimSet(ctx context.Context, what string, id int64, query string, args ...any) error {
-	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("row %d is not pending under this claim: %w", id, store.ErrConflict)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error { return claimSetTx(ctx, tx, id, query, args) }); err != nil {
 		return fmt.Errorf("slack %s: %w", what, err)
+	}
+	return nil
+}
+
+func claimSetTx(ctx context.Context, tx *sql.Tx, id int64, query string, args []any) error {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("row %d is not pending under this claim: %w", id, store.ErrConflict)
 	}
 	return nil
 }
@@ -178,16 +180,15 @@ func b2i(b bool) int {
 
 // inboxDoneTx marks a delivery processed and passes its thread's head on.
 func inboxDoneTx(ctx context.Context, tx *sql.Tx, id int64, errMsg string) error {
-	var thread string
-	err := tx.QueryRowContext(ctx, `UPDATE slack_inbox SET processed_at = ?, error = ?, head = 0
-		WHERE id = ? AND processed_at IS NULL RETURNING thread`, formatTime(time.Now()), errMsg, id).Scan(&thread)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("inbox delivery %d: %w", id, store.ErrNotFound)
-	}
+	res, err := tx.ExecContext(ctx, `UPDATE slack_inbox SET processed_at = ?, error = ?, head = 0 WHERE id = ? AND processed_at IS NULL`,
+		formatTime(time.Now()), errMsg, id)
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, inboxNextHeadQuery, thread)
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("inbox delivery %d: %w", id, store.ErrNotFound)
+	}
+	_, err = tx.ExecContext(ctx, inboxNextHeadQuery, id)
 	return err
 }
 
@@ -374,23 +375,18 @@ func (db *DB) SlackOutboxAttempt(ctx context.Context, id int64, claim store.Slac
 // SlackOutboxSent records a delivered message and its ts.
 func (db *DB) SlackOutboxSent(ctx context.Context, id int64, claim store.SlackClaim, ts string) error {
 	return db.outboxSettle(ctx, "outbox sent", id, `UPDATE slack_outbox SET status = 'sent', attempts = attempts + 1, sent_ts = ?,
-		sent_at = ?, last_error = '', holder = '', claim_until = NULL, head = 0 WHERE `+outboxClaimed+` RETURNING queue`,
+		sent_at = ?, last_error = '', holder = '', claim_until = NULL, head = 0 WHERE `+outboxClaimed,
 		ts, formatTime(time.Now()), id, claim.Holder, claim.Seq)
 }
 
-// outboxSettle runs a claimed message's last write (query, answering its
-// queue) and passes the queue's head on.
+// outboxSettle runs a claimed message's last write (see claimSet) and
+// passes its queue's head on.
 func (db *DB) outboxSettle(ctx context.Context, what string, id int64, query string, args ...any) error {
 	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		var queue string
-		err := tx.QueryRowContext(ctx, query, args...).Scan(&queue)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("row %d is not pending under this claim: %w", id, store.ErrConflict)
-		}
-		if err != nil {
+		if err := claimSetTx(ctx, tx, id, query, args); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, outboxNextHeadQuery, queue)
+		_, err := tx.ExecContext(ctx, outboxNextHeadQuery, id)
 		return err
 	})
 	if err != nil {
@@ -409,7 +405,7 @@ func (db *DB) SlackOutboxRetry(ctx context.Context, id int64, claim store.SlackC
 // SlackOutboxFail marks a message failed for good, keeping it and its error.
 func (db *DB) SlackOutboxFail(ctx context.Context, id int64, claim store.SlackClaim, errMsg string) error {
 	return db.outboxSettle(ctx, "outbox fail", id, `UPDATE slack_outbox SET status = 'failed', attempts = attempts + 1, last_error = ?,
-		holder = '', claim_until = NULL, head = 0 WHERE `+outboxClaimed+` RETURNING queue`, errMsg, id, claim.Holder, claim.Seq)
+		holder = '', claim_until = NULL, head = 0 WHERE `+outboxClaimed, errMsg, id, claim.Holder, claim.Seq)
 }
 
 // SlackOutboxExtend moves a held claim's expiry.
