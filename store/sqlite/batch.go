@@ -120,10 +120,12 @@ func (db *DB) runBatch(batch []*writeReq) {
 	}
 	commit := func(tx *sql.Tx) {
 		err := tx.Commit()
+		// Callers first: telling subscribers costs a query, and nobody
+		// waiting on a write should wait for it.
+		finish(err)
 		if err == nil {
 			db.events.committed(db.w)
 		}
-		finish(err)
 	}
 	// The transaction is not bound to any one caller's context: one caller
 	// giving up must not roll back the others' writes.
