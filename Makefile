@@ -5,7 +5,7 @@ export CGO_ENABLED := 1
 
 BIN := bin/bot
 
-.PHONY: run build test test-postgres check generate bench fuzz
+.PHONY: run build test test-postgres check generate bench bench-report fuzz
 
 run: build
 	./$(BIN) serve
@@ -56,6 +56,21 @@ generate:
 
 bench:
 	go test -run='^$$' -bench=. -benchmem -count=1 ./...
+
+# bench-report runs the throughput and latency set docs/benchmarks.md
+# reports, each at the size its figures are taken at, BENCHCOUNT times, and
+# summarises the runs with benchstat (medians and their spread). The raw
+# runs are kept in $(BENCH_OUT) for comparing two builds
+# (go tool benchstat old.txt new.txt).
+BENCHCOUNT ?= 6
+BENCH_OUT ?= bench-report.txt
+bench-report:
+	@rm -f "$(BENCH_OUT)"
+	go test -run='^$$' -bench='^(BenchmarkRunsPerSecondMinimal|BenchmarkRunsPerSecond)$$' -benchtime=5000x -count=$(BENCHCOUNT) ./engine | tee -a "$(BENCH_OUT)"
+	go test -run='^$$' -bench='^BenchmarkEnqueueToStart$$' -benchtime=1000x -count=$(BENCHCOUNT) ./engine | tee -a "$(BENCH_OUT)"
+	go test -run='^$$' -bench='^BenchmarkBinaryHTTPRunsPerSecond$$' -benchtime=3000x -count=$(BENCHCOUNT) ./cmd/bot | tee -a "$(BENCH_OUT)"
+	go test -run='^$$' -bench='^BenchmarkHTTPEventsToInbox$$/^sync=full$$' -benchtime=12000x -count=$(BENCHCOUNT) ./bridge | tee -a "$(BENCH_OUT)"
+	go tool benchstat "$(BENCH_OUT)"
 
 FUZZTIME ?= 30s
 fuzz:
