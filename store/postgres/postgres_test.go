@@ -51,35 +51,29 @@ func TestMigrations(t *testing.T) {
 		require.ErrorIs(t, err, postgres.ErrSchemaTooNew)
 	})
 
-	// undoHeads undoes migration 011.
+	// Each migration that fills in data is checked on a database made
+	// before it: undo takes the schema back to just before that migration.
 	const undoHeads = `DROP INDEX slack_inbox_heads; ALTER TABLE slack_inbox DROP COLUMN head;
-		DROP INDEX slack_outbox_heads; ALTER TABLE slack_outbox DROP COLUMN head`
-	t.Run("SlackEventLinesBackfilled", func(t *testing.T) {
-		url := pgtest.SchemaURL(t)
-		storetest.SlackEventLinesBackfilled(t, func(t *testing.T) store.Store {
-			db, err := postgres.Open(ctx, postgres.Config{URL: url})
-			require.NoError(t, err)
-			return db
-		}, func(t *testing.T, s store.Store) {
-			db := s.(*postgres.DB)
-			require.NoError(t, postgres.ExecForTest(ctx, db, undoHeads))
-			require.NoError(t, postgres.ExecForTest(ctx, db, `DROP TABLE slack_event_lines`))
-			require.NoError(t, postgres.ExecForTest(ctx, db, `DELETE FROM schema_migrations WHERE version >= 10`))
+		DROP INDEX slack_outbox_heads; ALTER TABLE slack_outbox DROP COLUMN head; `
+	for name, tc := range map[string]struct {
+		check storetest.UpgradeCheck
+		undo  string
+	}{
+		"SlackEventLinesBackfilled": {storetest.SlackEventLinesBackfilled,
+			undoHeads + `DROP TABLE slack_event_lines; DELETE FROM schema_migrations WHERE version >= 10`},
+		"SlackHeadsBackfilled": {storetest.SlackHeadsBackfilled, undoHeads + `DELETE FROM schema_migrations WHERE version >= 11`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			url := pgtest.SchemaURL(t)
+			tc.check(t, func(t *testing.T) store.Store {
+				db, err := postgres.Open(ctx, postgres.Config{URL: url})
+				require.NoError(t, err)
+				return db
+			}, func(t *testing.T, s store.Store) {
+				require.NoError(t, postgres.ExecForTest(ctx, s.(*postgres.DB), tc.undo))
+			})
 		})
-	})
-
-	t.Run("SlackHeadsBackfilled", func(t *testing.T) {
-		url := pgtest.SchemaURL(t)
-		storetest.SlackHeadsBackfilled(t, func(t *testing.T) store.Store {
-			db, err := postgres.Open(ctx, postgres.Config{URL: url})
-			require.NoError(t, err)
-			return db
-		}, func(t *testing.T, s store.Store) {
-			db := s.(*postgres.DB)
-			require.NoError(t, postgres.ExecForTest(ctx, db, undoHeads))
-			require.NoError(t, postgres.ExecForTest(ctx, db, `DELETE FROM schema_migrations WHERE version = 11`))
-		})
-	})
+	}
 
 	t.Run("NotAURL", func(t *testing.T) {
 		_, err := postgres.Open(ctx, postgres.Config{URL: "data/holdfast.db"})

@@ -80,38 +80,33 @@ func TestMigrations(t *testing.T) {
 		require.ErrorIs(t, err, sqlite.ErrSchemaTooNew)
 	})
 
-	// undoHeads undoes migration 032.
+	// Each migration that fills in data is checked on a database made
+	// before it: undo takes the schema back to just before that migration.
 	const undoHeads = `DROP INDEX slack_inbox_heads; ALTER TABLE slack_inbox DROP COLUMN head;
 		DROP INDEX slack_outbox_heads; ALTER TABLE slack_outbox DROP COLUMN head; `
-	t.Run("SlackEventLinesBackfilled", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "upgrade.db")
-		storetest.SlackEventLinesBackfilled(t, func(t *testing.T) store.Store {
-			db, err := sqlite.Open(ctx, sqlite.Config{Path: path})
-			require.NoError(t, err)
-			return db
-		}, func(t *testing.T, _ store.Store) {
-			raw, err := sql.Open("sqlite3", path)
-			require.NoError(t, err)
-			defer raw.Close()
-			_, err = raw.Exec(undoHeads + `DROP TABLE slack_event_lines; DELETE FROM schema_migrations WHERE version >= 31`)
-			require.NoError(t, err)
+	for name, tc := range map[string]struct {
+		check storetest.UpgradeCheck
+		undo  string
+	}{
+		"SlackEventLinesBackfilled": {storetest.SlackEventLinesBackfilled,
+			undoHeads + `DROP TABLE slack_event_lines; DELETE FROM schema_migrations WHERE version >= 31`},
+		"SlackHeadsBackfilled": {storetest.SlackHeadsBackfilled, undoHeads + `DELETE FROM schema_migrations WHERE version >= 32`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "upgrade.db")
+			tc.check(t, func(t *testing.T) store.Store {
+				db, err := sqlite.Open(ctx, sqlite.Config{Path: path})
+				require.NoError(t, err)
+				return db
+			}, func(t *testing.T, _ store.Store) {
+				raw, err := sql.Open("sqlite3", path)
+				require.NoError(t, err)
+				defer raw.Close()
+				_, err = raw.Exec(tc.undo)
+				require.NoError(t, err)
+			})
 		})
-	})
-
-	t.Run("SlackHeadsBackfilled", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "upgrade.db")
-		storetest.SlackHeadsBackfilled(t, func(t *testing.T) store.Store {
-			db, err := sqlite.Open(ctx, sqlite.Config{Path: path})
-			require.NoError(t, err)
-			return db
-		}, func(t *testing.T, _ store.Store) {
-			raw, err := sql.Open("sqlite3", path)
-			require.NoError(t, err)
-			defer raw.Close()
-			_, err = raw.Exec(undoHeads + `DELETE FROM schema_migrations WHERE version = 32`)
-			require.NoError(t, err)
-		})
-	})
+	}
 
 	t.Run("BadSyncRefused", func(t *testing.T) {
 		_, err := sqlite.Open(ctx, sqlite.Config{Path: path, Sync: "off"})

@@ -10,12 +10,15 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
+// UpgradeCheck checks one migration that fills in data: open opens the
+// same database each time; forget undoes the migration in s, as a database
+// made before it lacks it.
+type UpgradeCheck func(t *testing.T, open func(t *testing.T) store.Store, forget func(t *testing.T, s store.Store))
+
 // SlackEventLinesBackfilled checks a store's migration to slack_event_lines
 // (SQLite 031, PostgreSQL 010): it records the mention lines appended
 // before it, so a delivery replayed across the upgrade still records its
-// line once. open opens the same database each time; forget drops the
-// table and the migration's record from s, as a database made before the
-// migration lacks them.
+// line once (an UpgradeCheck).
 func SlackEventLinesBackfilled(t *testing.T, open func(t *testing.T) store.Store, forget func(t *testing.T, s store.Store)) {
 	ctx := context.Background()
 	s := open(t)
@@ -40,8 +43,7 @@ func SlackEventLinesBackfilled(t *testing.T, open func(t *testing.T) store.Store
 
 // SlackHeadsBackfilled checks a store's migration to marked heads (SQLite
 // 032, PostgreSQL 011): inbox deliveries and outbox messages pending before
-// it are claimed as before, each thread's oldest first. forget undoes the
-// migration in s, as a database made before it lacks it.
+// it are claimed as before, each thread's oldest first (an UpgradeCheck).
 func SlackHeadsBackfilled(t *testing.T, open func(t *testing.T) store.Store, forget func(t *testing.T, s store.Store)) {
 	ctx := context.Background()
 	s := open(t)
