@@ -337,15 +337,20 @@ func TestOnlyTheLeaderRunsLeaderWork(t *testing.T) {
 					require.Positive(t, r.s.schedules.Load(), "the scheduler runs on the leader")
 					continue
 				}
-				if c.everLed(r) {
-					continue // a slow renewal on a busy machine moved the lead
-				}
-				followers++
-				require.Zero(t, r.s.leaderOnly(), "follower %s ran leader work", r.name)
+				// Observed first, judged after: a slow renewal on a busy
+				// machine may move the lead to r meanwhile, and r's
+				// watcher records that a moment after r takes it.
+				work, leading := r.s.leaderOnly(), r.e.Leading()
 				v, ok := scrape(t, r.e)["holdfast_leader"]
 				require.True(t, ok, "the gauge is exported")
-				require.Zero(t, v, "a follower's gauge")
-				require.False(t, r.e.Leading())
+				if c.everLed(r) {
+					continue
+				}
+				if work != 0 || leading || v != 0 {
+					waitUntil(t, 5*time.Second, r.name+" to have led: it ran leader work or said it leads", func() bool { return c.everLed(r) })
+					continue
+				}
+				followers++
 			}
 			require.Positive(t, followers, "some replica never led")
 			c.neverTwoLeaders()
