@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/store"
@@ -18,36 +16,14 @@ import (
 	"github.com/holdfast-bot/holdfast/store/postgres/pgtest"
 )
 
-// roundTrips counts a pool's round trips: each statement sent alone (pgx
-// sends BEGIN and COMMIT as statements too) and each batch.
-type roundTrips struct{ n atomic.Int64 }
-
-func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-// TraceBatchStart counts a batch as one round trip: pgx pipelines its
-// statements behind one Sync.
-func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-
-func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
 // pgReplicas starts n engines (4 workers each), each on its own pool of
 // one fresh PostgreSQL schema, as n replicas of the binary would be, with
 // the four-step template workflow /bench.
-func pgReplicas(b testing.TB, n int) ([]*Engine, []*postgres.DB, *roundTrips) {
+func pgReplicas(b testing.TB, n int) ([]*Engine, []*postgres.DB, *pgtest.RoundTrips) {
 	b.Helper()
 	ctx := context.Background()
 	url := pgtest.SchemaURL(b)
-	rt := &roundTrips{}
+	rt := &pgtest.RoundTrips{}
 	var (
 		engines []*Engine
 		dbs     []*postgres.DB
@@ -103,7 +79,7 @@ func BenchmarkPostgresRunsPerSecond(b *testing.B) {
 			}
 			ctx := context.Background()
 			n := max(b.N, 200)
-			trips0 := rt.n.Load()
+			trips0 := rt.N()
 			b.ResetTimer()
 			start := time.Now()
 			var (
@@ -144,7 +120,7 @@ func BenchmarkPostgresRunsPerSecond(b *testing.B) {
 			}
 			elapsed := time.Since(start)
 			b.StopTimer()
-			trips := rt.n.Load() - trips0
+			trips := rt.N() - trips0
 			c, err := dbs[0].RunCountByStatus(ctx)
 			if err != nil {
 				b.Fatal(err)

@@ -19,6 +19,9 @@ import (
 // thread's head if nothing else of the thread is pending.
 func (db *DB) SlackInboxAdd(ctx context.Context, items []*store.SlackInboxAddParams) ([]bool, error) {
 	added := make([]bool, len(items))
+	if len(items) == 0 {
+		return added, nil
+	}
 	threads := make([]string, len(items))
 	for i, it := range items {
 		// A delivery without a thread is a thread of its own.
@@ -29,16 +32,17 @@ func (db *DB) SlackInboxAdd(ctx context.Context, items []*store.SlackInboxAddPar
 	now := utc(time.Now())
 	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
 		lockKeysTx(tx, inboxThreadLocks, `SELECT unnest($1::text[])`, threads)
+		stmts := make([]queuedExec, len(items))
 		for i, it := range items {
-			tag, err := tx.Exec(ctx, `INSERT INTO slack_inbox (key, kind, body, received_at, thread, head)
+			stmts[i] = queuedExec{sql: `INSERT INTO slack_inbox (key, kind, body, received_at, thread, head)
 				VALUES ($1, $2, $3, $4, $5, NOT EXISTS (SELECT 1 FROM slack_inbox WHERE thread = $5 AND processed_at IS NULL))
-				ON CONFLICT (key) DO NOTHING`, it.Key, it.Kind, it.Body, now, threads[i])
-			if err != nil {
-				return err
-			}
+				ON CONFLICT (key) DO NOTHING`, args: []any{it.Key, it.Kind, it.Body, now, threads[i]}}
+		}
+		tags, err := tx.ExecEach(ctx, stmts)
+		for i, tag := range tags {
 			added[i] = tag.RowsAffected() == 1
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("slack inbox add: %w", err)
@@ -237,18 +241,22 @@ func outboxAddTx(ctx context.Context, tx *txn, msgs []*store.SlackOutboxAddParam
 		queues[i] = m.Queue
 	}
 	lockKeysTx(tx, outboxQueueLocks, `SELECT unnest($1::text[])`, queues)
-	added := 0
-	for _, m := range msgs {
+	stmts := make([]queuedExec, len(msgs))
+	for i, m := range msgs {
 		// A message is its queue's head if nothing else of the queue is pending.
-		tag, err := tx.Exec(ctx, `INSERT INTO slack_outbox
+		stmts[i] = queuedExec{sql: `INSERT INTO slack_outbox
 			(dedupe_key, queue, method, channel, thread_ts, recipient, text, blocks, ref_key, trace_context, next_at, created_at, head)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11,
 				NOT EXISTS (SELECT 1 FROM slack_outbox WHERE queue = $2 AND status = 'pending'))
 			ON CONFLICT (dedupe_key) DO NOTHING`,
-			m.DedupeKey, m.Queue, m.Method, m.Channel, m.ThreadTS, m.User, m.Text, m.Blocks, m.RefKey, m.TraceContext, now)
-		if err != nil {
-			return 0, err
-		}
+			args: []any{m.DedupeKey, m.Queue, m.Method, m.Channel, m.ThreadTS, m.User, m.Text, m.Blocks, m.RefKey, m.TraceContext, now}}
+	}
+	tags, err := tx.ExecEach(ctx, stmts)
+	if err != nil {
+		return 0, err
+	}
+	added := 0
+	for _, tag := range tags {
 		added += int(tag.RowsAffected())
 	}
 	return added, nil
@@ -437,9 +445,9 @@ func (db *DB) SlackMirrorAdvance(ctx context.Context, eventID int64, msgs []*sto
 		if n, err = outboxAddTx(ctx, tx, msgs); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO slack_cursors (name, value) VALUES ('mirror', $1)
+		tx.later(nil, `INSERT INTO slack_cursors (name, value) VALUES ('mirror', $1)
 			ON CONFLICT (name) DO UPDATE SET value = GREATEST(slack_cursors.value, excluded.value)`, eventID)
-		return err
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("slack mirror advance: %w", err)

@@ -164,6 +164,31 @@ func (t *txn) Exec(ctx context.Context, sql string, args ...any) (pgconn.Command
 	return tag, err
 }
 
+// ExecEach runs statements one after another in one round trip, each with
+// its own snapshot (so each sees the ones before it), and answers their
+// tags; the first error ends it.
+func (t *txn) ExecEach(ctx context.Context, stmts []queuedExec) ([]pgconn.CommandTag, error) {
+	b := &pgx.Batch{}
+	begin, queued := t.prefix(b)
+	for _, q := range stmts {
+		b.Queue(q.sql, q.args...)
+	}
+	br := t.conn.SendBatch(ctx, b)
+	defer br.Close()
+	if err := readPrefix(br, begin, queued); err != nil {
+		return nil, err
+	}
+	tags := make([]pgconn.CommandTag, len(stmts))
+	for i := range stmts {
+		tag, err := br.Exec()
+		if err != nil {
+			return nil, err
+		}
+		tags[i] = tag
+	}
+	return tags, br.Close()
+}
+
 // Query runs a query in the transaction.
 func (t *txn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	br, err := t.send(ctx, sql, args)
