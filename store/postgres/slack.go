@@ -3,13 +3,10 @@ package postgres
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -103,18 +100,19 @@ func (db *DB) SlackInboxClaim(ctx context.Context, p *store.SlackClaimParams) ([
 // claimSet runs a write fenced by a claim; no row means the claim is no
 // longer held.
 func (db *DB) claimSet(ctx context.Context, what string, id int64, query string, args ...any) error {
-	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
-		tag, err := tx.Exec(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("row %d is not pending under this claim: %w", id, store.ErrConflict)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := db.tx(ctx, func(ctx context.Context, tx *txn) error { return claimSetTx(ctx, tx, id, query, args) }); err != nil {
 		return fmt.Errorf("slack %s: %w", what, err)
+	}
+	return nil
+}
+
+func claimSetTx(ctx context.Context, tx *txn, id int64, query string, args []any) error {
+	tag, err := tx.Exec(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("row %d is not pending under this claim: %w", id, store.ErrConflict)
 	}
 	return nil
 }
@@ -136,17 +134,16 @@ func (db *DB) SlackInboxRelease(ctx context.Context, p *store.SlackInboxReleaseP
 // inboxDoneTx marks a delivery processed and passes its thread's head on.
 func inboxDoneTx(ctx context.Context, tx *txn, id int64, errMsg string) error {
 	lockKeysTx(tx, inboxThreadLocks, `SELECT thread FROM slack_inbox WHERE id = $1`, id)
-	var thread string
-	err := tx.QueryRow(ctx, `UPDATE slack_inbox SET processed_at = $1, error = $2, head = false
-		WHERE id = $3 AND processed_at IS NULL RETURNING thread`, utc(time.Now()), errMsg, id).Scan(&thread)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("inbox delivery %d: %w", id, store.ErrNotFound)
-	}
+	tag, err := tx.Exec(ctx, `UPDATE slack_inbox SET processed_at = $1, error = $2, head = false WHERE id = $3 AND processed_at IS NULL`,
+		utc(time.Now()), errMsg, id)
 	if err != nil {
 		return err
 	}
-	tx.later(nil, `UPDATE slack_inbox SET head = true
-		WHERE id = (SELECT MIN(id) FROM slack_inbox WHERE thread = $1 AND processed_at IS NULL) AND NOT head`, thread)
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("inbox delivery %d: %w", id, store.ErrNotFound)
+	}
+	tx.later(nil, `UPDATE slack_inbox SET head = true WHERE id = (SELECT MIN(p.id) FROM slack_inbox p
+		WHERE p.thread = (SELECT thread FROM slack_inbox WHERE id = $1) AND p.processed_at IS NULL) AND NOT head`, id)
 	return nil
 }
 
@@ -347,26 +344,20 @@ func (db *DB) SlackOutboxAttempt(ctx context.Context, id int64, claim store.Slac
 // SlackOutboxSent records a delivered message and its ts.
 func (db *DB) SlackOutboxSent(ctx context.Context, id int64, claim store.SlackClaim, ts string) error {
 	return db.outboxSettle(ctx, "outbox sent", id, `UPDATE slack_outbox SET status = 'sent', attempts = attempts + 1, sent_ts = $4,
-		sent_at = $5, last_error = '', holder = '', claim_until = NULL, head = false WHERE `+outboxClaimed+` RETURNING queue`,
+		sent_at = $5, last_error = '', holder = '', claim_until = NULL, head = false WHERE `+outboxClaimed,
 		id, claim.Holder, claim.Seq, ts, utc(time.Now()))
 }
 
-// outboxSettle runs a claimed message's last write (query, $1 its id,
-// answering its queue) and passes the queue's head on, under the queue's
-// lock (see lockKeysTx).
+// outboxSettle runs a claimed message's last write (see claimSet) and
+// passes its queue's head on, under the queue's lock (see lockKeysTx).
 func (db *DB) outboxSettle(ctx context.Context, what string, id int64, query string, args ...any) error {
 	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
 		lockKeysTx(tx, outboxQueueLocks, `SELECT queue FROM slack_outbox WHERE id = $1`, id)
-		var queue string
-		err := tx.QueryRow(ctx, query, args...).Scan(&queue)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("row %d is not pending under this claim: %w", id, store.ErrConflict)
-		}
-		if err != nil {
+		if err := claimSetTx(ctx, tx, id, query, args); err != nil {
 			return err
 		}
-		tx.later(nil, `UPDATE slack_outbox SET head = true
-			WHERE id = (SELECT MIN(id) FROM slack_outbox WHERE queue = $1 AND status = 'pending') AND NOT head`, queue)
+		tx.later(nil, `UPDATE slack_outbox SET head = true WHERE id = (SELECT MIN(p.id) FROM slack_outbox p
+			WHERE p.queue = (SELECT queue FROM slack_outbox WHERE id = $1) AND p.status = 'pending') AND NOT head`, id)
 		return nil
 	})
 	if err != nil {
@@ -385,7 +376,7 @@ func (db *DB) SlackOutboxRetry(ctx context.Context, id int64, claim store.SlackC
 // SlackOutboxFail marks a message failed for good, keeping it and its error.
 func (db *DB) SlackOutboxFail(ctx context.Context, id int64, claim store.SlackClaim, errMsg string) error {
 	return db.outboxSettle(ctx, "outbox fail", id, `UPDATE slack_outbox SET status = 'failed', attempts = attempts + 1, last_error = $4,
-		holder = '', claim_until = NULL, head = false WHERE `+outboxClaimed+` RETURNING queue`, id, claim.Holder, claim.Seq, errMsg)
+		holder = '', claim_until = NULL, head = false WHERE `+outboxClaimed, id, claim.Holder, claim.Seq, errMsg)
 }
 
 // SlackOutboxExtend moves a held claim's expiry.
