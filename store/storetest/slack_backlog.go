@@ -39,7 +39,9 @@ func claimCostIsFlatInBacklog(t *testing.T, newStore func(t *testing.T) store.St
 			claim: func(s store.Store, p *store.SlackClaimParams) (int, error) {
 				got, err := s.SlackInboxClaim(ctx, p)
 				for _, it := range got {
-					err = s.SlackInboxDone(ctx, it.ID, "")
+					if err == nil {
+						err = s.SlackInboxDone(ctx, it.ID, "")
+					}
 				}
 				return len(got), err
 			},
@@ -56,7 +58,9 @@ func claimCostIsFlatInBacklog(t *testing.T, newStore func(t *testing.T) store.St
 			claim: func(s store.Store, p *store.SlackClaimParams) (int, error) {
 				got, err := s.SlackOutboxClaim(ctx, p)
 				for _, m := range got {
-					err = s.SlackOutboxSent(ctx, m.ID, m.Claim, "1.0")
+					if err == nil {
+						err = s.SlackOutboxSent(ctx, m.ID, m.Claim, "1.0")
+					}
 				}
 				return len(got), err
 			},
