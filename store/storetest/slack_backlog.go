@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -66,34 +65,46 @@ func claimCostIsFlatInBacklog(t *testing.T, newStore func(t *testing.T) store.St
 			},
 		},
 	}
-	// cost seeds a backlog and answers the median time of a claim.
-	cost := func(q queue, backlog int, thread func(i int) string) time.Duration {
-		s := newStore(t)
-		require.NoError(t, q.seed(s, backlog, thread))
+	// costs seeds a backlog of 200 and one of 20,000 in stores of their
+	// own and answers the fastest of 21 claims in each, taking turns. A
+	// claim and its completions are a few commits; with other packages'
+	// tests on the machine's two cores their times split in two groups,
+	// ~0.5–1 ms and 3–10 ms for those that waited for a core, and a median
+	// falls in either. What a claim itself costs shows in the fastest, and
+	// a walk of the backlog would be in every one.
+	costs := func(q queue, thread func(i int) string) (small, big time.Duration) {
+		fastest := make([]time.Duration, 2)
+		stores := make([]store.Store, 2)
+		for i, backlog := range []int{200, 20_000} {
+			stores[i] = newStore(t)
+			require.NoError(t, q.seed(stores[i], backlog, thread))
+			fastest[i] = time.Hour
+		}
 		now := time.Now()
 		p := &store.SlackClaimParams{Holder: "r1", Now: now, Until: now.Add(time.Minute), Limit: 2}
-		var took []time.Duration
-		for range 21 {
-			t0 := time.Now()
-			n, err := q.claim(s, p)
-			took = append(took, time.Since(t0))
-			require.NoError(t, err)
-			require.NotZero(t, n)
+		for round := range 21 {
+			for k := range 2 {
+				i := (round + k) % 2
+				t0 := time.Now()
+				n, err := q.claim(stores[i], p)
+				fastest[i] = min(fastest[i], time.Since(t0))
+				require.NoError(t, err)
+				require.NotZero(t, n)
+			}
 		}
-		slices.Sort(took)
-		return took[len(took)/2]
+		return fastest[0], fastest[1]
 	}
 	for qname, q := range queues {
 		for name, thread := range map[string]func(int) string{
 			"a thread each": func(i int) string { return fmt.Sprint("C1:", i) },
 			"one thread":    func(int) string { return "C1:1" },
 		} {
-			small, big := cost(q, 200, thread), cost(q, 20_000, thread)
+			small, big := costs(q, thread)
 			t.Logf("%s, %s: claim %v with 200 waiting, %v with 20,000", qname, name, small, big)
-			require.Less(t, big, 5*small+time.Millisecond, "%s, %s: a 100× backlog makes each claim %.0f× slower", qname, name, float64(big)/float64(small))
+			require.Less(t, big, 2*small+500*time.Microsecond, "%s, %s: a 100× backlog makes each claim %.1f× slower", qname, name, float64(big)/float64(small))
 			// Flat but slow at every size is no better (PostgreSQL's plan
 			// once took 11 ms with 200 waiting); two commits take ~1 ms.
-			require.Less(t, big, 25*time.Millisecond, "%s, %s: a claim with 20,000 waiting", qname, name)
+			require.Less(t, big, 10*time.Millisecond, "%s, %s: a claim with 20,000 waiting", qname, name)
 		}
 	}
 }
