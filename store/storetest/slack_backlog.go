@@ -73,12 +73,11 @@ func claimCostIsFlatInBacklog(t *testing.T, newStore func(t *testing.T) store.St
 	// falls in either. What a claim itself costs shows in the fastest, and
 	// a walk of the backlog would be in every one.
 	costs := func(q queue, thread func(i int) string) (small, big time.Duration) {
-		fastest := make([]time.Duration, 2)
+		fastest := []time.Duration{time.Hour, time.Hour}
 		stores := make([]store.Store, 2)
 		for i, backlog := range []int{200, 20_000} {
 			stores[i] = newStore(t)
 			require.NoError(t, q.seed(stores[i], backlog, thread))
-			fastest[i] = time.Hour
 		}
 		now := time.Now()
 		p := &store.SlackClaimParams{Holder: "r1", Now: now, Until: now.Add(time.Minute), Limit: 2}
