@@ -3,7 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"slices"
+	"math"
 	"testing"
 	"time"
 
@@ -12,21 +12,23 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-// medians times a and b nine times each, taking turns (so that a burst of
-// load elsewhere falls on both alike), and answers each one's median.
-func medians(a, b func()) (time.Duration, time.Duration) {
-	var ta, tb []time.Duration
+// fastest times a and b nine times each, taking turns, and answers each
+// one's fastest. A cost that grows with the transcript is paid by every
+// call, so it shows in the fastest; waiting for a core on a loaded machine
+// is paid by some calls only (there they split into a fast group and one
+// several times slower), so a median can land in either group and a bound
+// on it fails for no defect.
+func fastest(a, b func()) (time.Duration, time.Duration) {
+	ta, tb := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	timed := func(fn func()) time.Duration {
 		start := time.Now()
 		fn()
 		return time.Since(start)
 	}
 	for range 9 {
-		ta, tb = append(ta, timed(a)), append(tb, timed(b))
+		ta, tb = min(ta, timed(a)), min(tb, timed(b))
 	}
-	slices.Sort(ta)
-	slices.Sort(tb)
-	return ta[4], tb[4]
+	return ta, tb
 }
 
 // TestRunLinesCostTheSameInALongSession: the engine's transcript lines (a
@@ -61,8 +63,8 @@ func TestRunLinesCostTheSameInALongSession(t *testing.T) {
 			require.NotNil(t, run)
 		}
 	}
-	l, s := medians(claimIn(long), claimIn(short))
-	t.Logf("enqueue with its run's first line, median: %v in a session of 100,000 events, %v in a new one", l, s)
+	l, s := fastest(claimIn(long), claimIn(short))
+	t.Logf("enqueue with its run's first line, fastest: %v in a session of 100,000 events, %v in a new one", l, s)
 	require.Less(t, l, 4*s+time.Millisecond, "a long transcript makes a run's lines no dearer")
 
 	evs, err := db.EventList(ctx, &store.EventListParams{SessionID: long.ID, Newest: true, Limit: 10})
@@ -95,8 +97,8 @@ func TestMentionLinesCostTheSameInALongSession(t *testing.T) {
 			require.True(t, added)
 		}
 	}
-	l, s := medians(mention(long), mention(short))
-	t.Logf("a mention's line, median: %v in a session of 100,000 events, %v in a new one", l, s)
+	l, s := fastest(mention(long), mention(short))
+	t.Logf("a mention's line, fastest: %v in a session of 100,000 events, %v in a new one", l, s)
 	require.Less(t, l, 4*s+time.Millisecond, "a long transcript makes a mention's line no dearer")
 	added, err := db.SlackEventAppendOnce(ctx, "Ev1",
 		&store.EventAppendParams{SessionID: long.ID, Type: store.EventUserMessage, Actor: "slack:U1", Payload: map[string]any{"text": "status"}})
