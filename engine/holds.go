@@ -503,42 +503,30 @@ func (e *Engine) expireHolds(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// AuthorizeCancel refuses (ErrForbidden) a caller who is not a steward
-// when the session has runs to cancel: cancelling a held run rejects its
-// hold, which is a steward's decision (SPEC §4.3), and stopping a running
-// one is as consequential. With nothing to cancel anyone may ask.
-func (e *Engine) AuthorizeCancel(ctx context.Context, sessionID string, by Decider) error {
-	ok, err := e.IsSteward(ctx, by)
-	if err != nil || ok {
-		return err
-	}
-	running, err := e.store.RunList(ctx, &store.RunListParams{SessionID: sessionID, Status: store.RunRunning, Limit: 1})
-	if err != nil {
-		return err
-	}
-	held, err := e.store.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, SessionID: sessionID, Limit: 1})
-	if err != nil {
-		return err
-	}
-	if len(running) == 0 && len(held) == 0 {
-		return nil
-	}
-	return store.Refuse(store.ErrForbidden, "%s is not a steward; only stewards may cancel this session's workflow runs", deciderName(by))
+// Cancelled is what CancelSessionRuns did: Runs counts the running runs
+// it cancelled and the held ones it rejected, HeldOpen the held runs it
+// left open because the caller is not a steward.
+type Cancelled struct {
+	Runs     int `json:"runs"`
+	HeldOpen int `json:"heldOpen"`
 }
 
-// CancelSessionRuns cancels a session's in-flight runs (their model calls'
-// contexts are cancelled and they settle `cancelled`) and rejects the holds
-// of its suspended runs as by's decisions, audited and shown on their cards
-// like any other rejection.
-func (e *Engine) CancelSessionRuns(ctx context.Context, sessionID string, by Decider) (int, error) {
-	if err := e.AuthorizeCancel(ctx, sessionID, by); err != nil {
-		return 0, err
+// CancelSessionRuns is /terminate's part in the engine (SPEC §4.3): it
+// cancels a session's in-flight runs for anyone who may write to the
+// session (their model calls' contexts are cancelled and they settle
+// `cancelled`). A held run is cancelled by rejecting its hold, which is a
+// steward's decision: by a steward, audited and shown on its cards like any
+// other rejection (comment `terminated`); by anyone else it stays open.
+func (e *Engine) CancelSessionRuns(ctx context.Context, sessionID string, by Decider) (Cancelled, error) {
+	var c Cancelled
+	isSteward, err := e.IsSteward(ctx, by)
+	if err != nil {
+		return c, err
 	}
 	running, err := e.store.RunList(ctx, &store.RunListParams{SessionID: sessionID, Status: store.RunRunning, Limit: 500})
 	if err != nil {
-		return 0, err
+		return c, err
 	}
-	n := 0
 	name := deciderName(by)
 	ids := make([]string, len(running))
 	for i, r := range running {
@@ -547,28 +535,32 @@ func (e *Engine) CancelSessionRuns(ctx context.Context, sessionID string, by Dec
 	// Durable first: a run another process holds reads the request with its
 	// next heartbeat; one held here is cancelled at once below.
 	if err := e.store.RunCancelRequest(ctx, ids, name); err != nil {
-		return 0, err
+		return c, err
 	}
 	cause := fmt.Errorf("%w by %s", errRunCancelled, name)
 	for _, r := range running {
 		e.cancelRunning(r, cause)
-		n++
+		c.Runs++
 	}
 	held, err := e.store.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, SessionID: sessionID, Limit: 500})
 	if err != nil {
-		return n, err
+		return c, err
+	}
+	if !isSteward {
+		c.HeldOpen = len(held)
+		return c, nil
 	}
 	for _, h := range held {
-		_, err := e.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "reject", Comment: "cancelled with /terminate", Decider: by})
+		_, err := e.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "reject", Comment: "terminated", Decider: by})
 		if errors.Is(err, store.ErrConflict) {
 			continue // decided meanwhile by someone else
 		}
 		if err != nil {
-			return n, err
+			return c, err
 		}
-		n++
+		c.Runs++
 	}
-	return n, nil
+	return c, nil
 }
 
 // cancelRunning cancels a running run's context with cause when this

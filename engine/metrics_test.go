@@ -72,9 +72,9 @@ func TestRunsFinishedCountsEverySettledStatus(t *testing.T) {
 		{name: "CancelledByTerminateWhileHeld", policy: held, want: store.RunCancelled,
 			settle: func(t *testing.T, b *testBundle, it *store.QueueItem) {
 				b.waitRun(t, it.ID, EventHoldOpened)
-				n, err := b.eng.CancelSessionRuns(ctx, it.SessionID, via(steward(b.user(t, "ada", store.RoleSteward, "")), "api"))
+				c, err := b.eng.CancelSessionRuns(ctx, it.SessionID, via(steward(b.user(t, "ada", store.RoleSteward, "")), "api"))
 				require.NoError(t, err)
-				require.Equal(t, 1, n)
+				require.Equal(t, 1, c.Runs)
 			}},
 		{name: "CancelledByHoldTimeout", policy: held, want: store.RunCancelled,
 			settle: func(t *testing.T, b *testBundle, it *store.QueueItem) {
@@ -91,9 +91,9 @@ func TestRunsFinishedCountsEverySettledStatus(t *testing.T) {
 				case <-time.After(10 * time.Second):
 					t.Fatal("model was never called")
 				}
-				n, err := b.eng.CancelSessionRuns(ctx, it.SessionID, via(steward(b.user(t, "ada", store.RoleSteward, "")), "api"))
+				c, err := b.eng.CancelSessionRuns(ctx, it.SessionID, via(steward(b.user(t, "ada", store.RoleSteward, "")), "api"))
 				require.NoError(t, err)
-				require.Equal(t, 1, n)
+				require.Equal(t, 1, c.Runs)
 			}},
 		{name: "RecoveryExhausted", opts: setupOpts{noStart: true, cfg: Config{StuckRun: time.Minute, MaxRecovery: -1}},
 			want: store.RunRecoveryExhausted,

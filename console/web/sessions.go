@@ -520,11 +520,7 @@ func (c *Console) sessionCommand(w http.ResponseWriter, r *http.Request) {
 	}
 	msg := res.Command + " done."
 	if res.Command == sessions.CmdTerminate {
-		msg = fmt.Sprintf("Terminated: %d runs cancelled", res.CancelledRuns)
-		if res.CancelledTurn {
-			msg += ", the running chat turn stopped"
-		}
-		msg += "."
+		msg = sessions.CommandAnswer(res)
 	}
 	c.redirect(w, r, "/sessions/"+id, msg, false)
 }

@@ -39,6 +39,9 @@ type CommandResult struct {
 	CancelledTurn bool `json:"cancelledTurn"`
 	// CancelledRuns counts workflow runs the engine cancelled.
 	CancelledRuns int `json:"cancelledRuns"`
+	// HeldOpen counts held runs /terminate left open: only a steward's
+	// terminate rejects their holds.
+	HeldOpen int `json:"heldOpen"`
 	// Summary is /compact's compact_summary event.
 	Summary *store.Event `json:"summary,omitempty"`
 }
@@ -70,17 +73,13 @@ func commandEvent(cmd, actor string) *store.EventAppendParams {
 	return transcript.EncodePtr(transcript.Command{Command: cmd, By: actor}, actor)
 }
 
-// terminate refuses, changing nothing, a caller who may not cancel the
-// session's runs (AuthorizeCancel); anyone may stop a chat turn.
+// terminate stops the chat turn and the running runs for anyone who may
+// write to the session; held runs are the engine's to reject (a steward's
+// decision) or leave open.
 func (s *Service) terminate(ctx context.Context, id string, by engine.Decider) (*CommandResult, error) {
 	ses, err := s.st.SessionGetByID(ctx, id)
 	if err != nil {
 		return nil, err
-	}
-	if s.eng != nil {
-		if err := s.eng.AuthorizeCancel(ctx, id, by); err != nil {
-			return nil, err
-		}
 	}
 	actor := by.UID()
 	s.mu.Lock()
@@ -124,14 +123,14 @@ func (s *Service) terminate(ctx context.Context, id string, by engine.Decider) (
 		}
 	}
 	if s.eng != nil {
-		n, err := s.eng.CancelSessionRuns(ctx, id, by)
+		c, err := s.eng.CancelSessionRuns(ctx, id, by)
 		if err != nil {
 			return nil, fmt.Errorf("terminate session %s: cancel runs: %w", id, err)
 		}
-		res.CancelledRuns = n
+		res.CancelledRuns, res.HeldOpen = c.Runs, c.HeldOpen
 	}
 	s.log.InfoContext(ctx, "session terminated", slog.String("session_id", id), slog.String("actor", actor),
-		slog.Bool("cancelled_turn", res.CancelledTurn), slog.Int("cancelled_runs", res.CancelledRuns))
+		slog.Bool("cancelled_turn", res.CancelledTurn), slog.Int("cancelled_runs", res.CancelledRuns), slog.Int("held_open", res.HeldOpen))
 	if res.Session, err = s.st.SessionGetByID(ctx, id); err != nil {
 		return nil, err
 	}

@@ -106,14 +106,12 @@ func (e *recordingEngine) Enqueue(ctx context.Context, p engine.EnqueueParams) (
 	return &store.QueueItem{ID: fmt.Sprintf("itm_%d", len(e.enqueued))}, true, nil
 }
 
-func (e *recordingEngine) CancelSessionRuns(ctx context.Context, sessionID string, by engine.Decider) (int, error) {
+func (e *recordingEngine) CancelSessionRuns(ctx context.Context, sessionID string, by engine.Decider) (engine.Cancelled, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.cancelled = append(e.cancelled, sessionID+" "+by.UID())
-	return 1, nil
+	return engine.Cancelled{Runs: 1}, nil
 }
-
-func (e *recordingEngine) AuthorizeCancel(context.Context, string, engine.Decider) error { return nil }
 
 func (e *recordingEngine) IsSteward(_ context.Context, by engine.Decider) (bool, error) {
 	return store.CanDecide(by.Role), nil

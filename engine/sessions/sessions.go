@@ -32,12 +32,9 @@ type Engine interface {
 	// Enqueue wraps store.ErrNotFound for an unknown command and
 	// store.ErrConflict for a workflow that is not live.
 	Enqueue(ctx context.Context, p engine.EnqueueParams) (*store.QueueItem, bool, error)
-	// CancelSessionRuns cancels the session's in-flight runs and rejects
-	// its holds as by's decisions.
-	CancelSessionRuns(ctx context.Context, sessionID string, by engine.Decider) (int, error)
-	// AuthorizeCancel refuses (store.ErrForbidden) a caller who may not
-	// cancel the session's runs.
-	AuthorizeCancel(ctx context.Context, sessionID string, by engine.Decider) error
+	// CancelSessionRuns cancels the session's in-flight runs and, when by
+	// is a steward, rejects its holds as by's decisions.
+	CancelSessionRuns(ctx context.Context, sessionID string, by engine.Decider) (engine.Cancelled, error)
 	// IsSteward answers whether by may decide holds and loosen a posture.
 	IsSteward(ctx context.Context, by engine.Decider) (bool, error)
 }

@@ -306,7 +306,7 @@ func (s *Service) commandMessage(ctx context.Context, id, cmd string, by engine.
 }
 
 // CommandAnswer phrases a core command's outcome as markdown, for the
-// transcript.
+// transcript and for every surface that answers the command.
 func CommandAnswer(res *CommandResult) string {
 	switch res.Command {
 	case CmdTerminate:
@@ -321,10 +321,18 @@ func CommandAnswer(res *CommandResult) string {
 		default:
 			parts = append(parts, fmt.Sprintf("cancelled %d workflow runs", res.CancelledRuns))
 		}
-		if len(parts) == 0 {
-			return "Terminated: nothing was running in this session."
+		answer := "Terminated: nothing was running in this session."
+		if len(parts) > 0 {
+			answer = "Terminated: " + strings.Join(parts, " and ") + "."
 		}
-		return "Terminated: " + strings.Join(parts, " and ") + "."
+		switch res.HeldOpen {
+		case 0:
+		case 1:
+			answer += " 1 run waiting for approval stays open: only a steward's terminate rejects it."
+		default:
+			answer += fmt.Sprintf(" %d runs waiting for approval stay open: only a steward's terminate rejects them.", res.HeldOpen)
+		}
+		return answer
 	case CmdCompact:
 		n := 0
 		if res.Summary != nil {
