@@ -97,7 +97,7 @@ func TestEditedOutputMustPassGuards(t *testing.T) {
 	audit, err := b.db.HoldDecisionList(ctx, h.ID)
 	require.NoError(t, err)
 	require.Len(t, audit, 1)
-	require.Equal(t, store.AttemptConflict, audit[0].Outcome)
+	require.Equal(t, store.AttemptRefused, audit[0].Outcome)
 	require.Equal(t, "this is FORBIDDEN text", *audit[0].Output)
 
 	_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Output: "# Fine\n\nclean text", Decider: via(steward(ada), "console")})

@@ -83,11 +83,7 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) (*store.Hold, error
 		return nil, err
 	}
 	d := rights.d
-	refuse := func(kind error, reason string) (*store.Hold, error) {
-		outcome := store.AttemptRefused
-		if errors.Is(kind, store.ErrConflict) {
-			outcome = store.AttemptConflict
-		}
+	refuse := func(kind error, outcome, reason string) (*store.Hold, error) {
 		audit := &store.HoldDecision{HoldID: h.ID, RunID: h.RunID, Decision: p.Decision, DecidedBy: rights.name, Via: d.Via,
 			Comment: p.Comment, Outcome: outcome, Reason: reason}
 		if p.Output != "" {
@@ -100,7 +96,11 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) (*store.Hold, error
 		return nil, store.Refuse(kind, "%s", reason)
 	}
 	if reason, kind := rights.refusal(h, p.Decision, false); kind != nil {
-		return refuse(kind, reason)
+		outcome := store.AttemptRefused
+		if errors.Is(kind, store.ErrConflict) {
+			outcome = store.AttemptConflict
+		}
+		return refuse(kind, outcome, reason)
 	}
 	if p.Decision == "approve" && p.Output != "" && h.Status == store.HoldOpen {
 		outcomes, err := e.GuardOutput(ctx, h.RunID, p.Output)
@@ -109,7 +109,11 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) (*store.Hold, error
 		}
 		for _, o := range outcomes {
 			if !o.Passed {
-				return refuse(store.ErrConflict, fmt.Sprintf("the edited output fails the Guard check %s: %s", o.Check, o.Detail))
+				// 409 as SPEC §4.3 has it, yet a refused attempt, not
+				// a conflict: the hold is open and this steward may
+				// decide it, only not with this text.
+				return refuse(store.ErrConflict, store.AttemptRefused,
+					fmt.Sprintf("the edited output fails the Guard check %s: %s", o.Check, o.Detail))
 			}
 		}
 	}

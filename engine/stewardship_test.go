@@ -41,7 +41,7 @@ func TestEditedOutputIsCheckedByTheGuards(t *testing.T) {
 			audit, err := b.db.HoldDecisionList(ctx, h.ID)
 			require.NoError(t, err)
 			require.Len(t, audit, 1, "the attempt is audited")
-			require.Equal(t, store.AttemptConflict, audit[0].Outcome, "audited as a conflict (409), as the API answers it")
+			require.Equal(t, store.AttemptRefused, audit[0].Outcome, "audited as a refused attempt (an edge, SPEC §10), answered 409")
 			require.Equal(t, tc.edit, *audit[0].Output)
 			require.Equal(t, tc.via, audit[0].Via)
 

@@ -36,7 +36,7 @@ const (
 // Outcomes of a hold decision attempt, as kept in the audit log.
 const (
 	AttemptAccepted = "accepted" // counted (an approval towards N, or the deciding vote)
-	AttemptRefused  = "refused"  // the caller may not decide this hold
+	AttemptRefused  = "refused"  // the caller may not decide this hold, or not with this edited output
 	AttemptConflict = "conflict" // the hold was already decided (or already approved by this steward)
 )
 

@@ -53,7 +53,7 @@ type Usage struct {
 // kind (guard, model, dispatch_conflict, …, recovery_exhausted).
 const (
 	EdgeHoldTimeout     = "hold_timeout"     // holds the engine decided because nobody did
-	EdgeDecisionRefused = "decision_refused" // decision attempts refused (not a steward, self approval)
+	EdgeDecisionRefused = "decision_refused" // decision attempts refused (not a steward, self approval, an edit failing a Guard check)
 	EdgeWorkflowBroken  = "workflow_broken"  // workflow memos that do not compile, now
 	EdgeSlackUnhandled  = "slack_unhandled"  // Slack deliveries set aside with an error
 	EdgeTurnFailed      = "turn_failed"      // chat turns that ended in an error

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,6 +80,10 @@ func TestUsageAndEdgesRoutes(t *testing.T) {
 	require.Len(t, holds, 1)
 	require.Equal(t, http.StatusForbidden, b.json(t, store.RoleViewer, http.MethodPost, "/api/holds/"+holds[0].ID+"/decision",
 		map[string]any{"decision": "approve"}, nil))
+	// So is an approval whose edited output fails a Guard check (SPEC
+	// §4.3 "records the attempt", §10 "refused decision attempts").
+	require.Equal(t, http.StatusConflict, b.json(t, store.RoleAdmin, http.MethodPost, "/api/holds/"+holds[0].ID+"/decision",
+		map[string]any{"decision": "approve", "output": strings.Repeat("x", 20_001)}, nil))
 	require.Equal(t, http.StatusCreated, b.json(t, store.RoleAdmin, http.MethodPost, "/api/memos",
 		map[string]any{"title": "Broken", "body": "# Broken\n\n## Trigger\n- **Command** `/broken`\n", "memoType": "workflow"}, nil))
 	var edges edgesAnswer
@@ -89,7 +94,7 @@ func TestUsageAndEdgesRoutes(t *testing.T) {
 	}
 	require.Len(t, edges.Edges, 2, "%+v", edges)
 	refused := edges.Edges[kinds[store.EdgeDecisionRefused]]
-	require.Equal(t, int64(1), refused.Count)
+	require.Equal(t, int64(2), refused.Count)
 	require.Equal(t, "Decision attempts refused", refused.Label)
 	require.Equal(t, "/holds/"+holds[0].ID, refused.Latest[0].Link)
 	broken := edges.Edges[kinds[store.EdgeWorkflowBroken]]

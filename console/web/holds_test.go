@@ -110,7 +110,7 @@ func TestHoldDecisions(t *testing.T) {
 		_, h := b.heldRun(t, "slack:U9", "edit me")
 		status, page, _ := steward.postFollow("/holds/"+h.ID+"/decision", url.Values{"decision": {"approve"}, "output": {strings.Repeat("otters ", 3000)}})
 		require.Equal(t, http.StatusOK, status)
-		require.Contains(t, page, "Your approval was not recorded: the edited output fails the Guard check max_chars", "a failing edit is refused naming the check")
+		require.Contains(t, page, "Your approval was refused: the edited output fails the Guard check max_chars", "a failing edit is refused naming the check")
 		edited := "# Edited title\r\n\r\nA steward rewrote this."
 		status, _, _ = steward.post("/holds/"+h.ID+"/decision", url.Values{"decision": {"approve"}, "output": {edited}})
 		require.Equal(t, http.StatusSeeOther, status)
