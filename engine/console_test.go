@@ -85,6 +85,12 @@ func TestEditedOutputMustPassGuards(t *testing.T) {
 	it := b.enqueue(t, EnqueueParams{Command: "/held", Payload: map[string]any{"brief": "x"}})
 	h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
 
+	// A blank edit would publish an empty memo: it is refused as bad
+	// input, changing nothing (not even the audit: it is no attempt).
+	for _, blank := range []string{"   ", "\n\t\n", "\r\n"} {
+		_, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Output: blank, Decider: via(steward(ada), "api")})
+		require.ErrorIs(t, err, store.ErrInvalid, "%q", blank)
+	}
 	outcomes, err := b.eng.GuardOutput(ctx, h.RunID, "this is FORBIDDEN text")
 	require.NoError(t, err)
 	require.Len(t, outcomes, 2)

@@ -75,6 +75,10 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) (*store.Hold, error
 	if p.Output = strings.ReplaceAll(p.Output, "\r\n", "\n"); strings.TrimSpace(p.Output) == strings.TrimSpace(h.Output) {
 		p.Output = "" // the output came back unchanged (an edit box sent as it was): not an edit
 	}
+	if p.Output != "" && strings.TrimSpace(p.Output) == "" {
+		// Published, it would be an empty memo; memos refuse a blank body.
+		return nil, store.Refuse(store.ErrInvalid, "the edited output is blank; to approve the output as it is, send none")
+	}
 	if p.Output != "" && p.Decision != "approve" {
 		return nil, store.Refuse(store.ErrInvalid, "an edited output can only come with an approval")
 	}
