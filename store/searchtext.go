@@ -12,8 +12,10 @@ import (
 
 // SearchTerms cleans s (first MaxSearchChars characters, valid UTF-8,
 // no control characters) and splits it into words and double-quoted
-// phrases; an unclosed quote runs to the end, and a term the character cap
-// cuts in two is dropped.
+// phrases; an unclosed quote runs to the end. A term the character cap cuts
+// in two is dropped (the fragment is not what was asked), unless it is the
+// only term: dropping it would turn a text search into a listing of the
+// whole library, so it is searched as cut.
 func SearchTerms(s string) []string {
 	var (
 		terms []string
@@ -34,8 +36,8 @@ func SearchTerms(s string) []string {
 			continue // invalid UTF-8 says nothing
 		}
 		if n == MaxSearchChars {
-			if !unicode.IsSpace(r) && r != '"' {
-				cur.Reset() // cut mid-term: the fragment is not what was asked
+			if !unicode.IsSpace(r) && r != '"' && len(terms) > 0 {
+				cur.Reset()
 			}
 			break
 		}
