@@ -77,6 +77,9 @@ type SessionForkParams struct {
 	Title       string
 	CallerUser  string
 	CallerKeyID string
+	// CreatedBy is the identity that forked: the fork is theirs to stamp
+	// (Session.CreatedBy), not the source's creator's.
+	CreatedBy string
 }
 
 // SessionUpdateParams changes a session and appends events in one

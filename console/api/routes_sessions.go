@@ -303,7 +303,7 @@ func (a *API) sessionFork(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusBadRequest, "atTs must be an RFC 3339 time (an event's ts)")
 		return
 	}
-	ses, err := a.Sessions.Fork(r.Context(), chi.URLParam(r, "id"), at)
+	ses, err := a.Sessions.Fork(r.Context(), chi.URLParam(r, "id"), at, source(auth.From(r.Context())))
 	if err != nil {
 		Fail(w, r, a.Log, err)
 		return

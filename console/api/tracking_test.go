@@ -122,6 +122,22 @@ func TestTrackingHeader(t *testing.T) {
 		}
 	})
 
+	t.Run("AForkIsItsForkersToStamp", func(t *testing.T) {
+		evs, err := b.db.EventList(ctx, &store.EventListParams{SessionID: agent.ID, Limit: 1})
+		require.NoError(t, err)
+		require.NotEmpty(t, evs)
+		var fork store.Session
+		require.Equal(t, http.StatusCreated, b.send(t, "steward2", http.MethodPost, "/api/sessions/"+agent.ID+"/fork", nil,
+			map[string]any{"atTs": evs[0].TS}, &fork))
+		require.NotEmpty(t, fork.CreatedBy, "the fork records who forked it")
+		require.NotEqual(t, agent.CreatedBy, fork.CreatedBy)
+		h := map[string]string{api.SessionHeader: fork.ID}
+		var e errAnswer
+		require.Equal(t, http.StatusOK, b.send(t, "steward2", http.MethodGet, "/api/workflows", h, nil, &e), e.Error.Message)
+		require.Equal(t, http.StatusForbidden, b.send(t, store.RoleSteward, http.MethodGet, "/api/workflows", h, nil, &e),
+			"the source's creator did not make the fork")
+	})
+
 	t.Run("OtherIdentityCannotEnqueueIntoIt", func(t *testing.T) {
 		pending, err := b.db.QueueItemCountPending(ctx)
 		require.NoError(t, err)

@@ -532,7 +532,8 @@ func (c *Console) sessionFork(w http.ResponseWriter, r *http.Request) {
 		c.redirect(w, r, "/sessions/"+id, "Choose an event to fork at.", true)
 		return
 	}
-	s, err := c.Sessions.Fork(r.Context(), id, at)
+	u := identity(r)
+	s, err := c.Sessions.Fork(r.Context(), id, at, sessions.Source{Via: sessions.ViaConsole, UserID: u.UserID, Username: u.Username})
 	if err != nil {
 		c.sessionFail(w, r, "/sessions/"+id, err)
 		return

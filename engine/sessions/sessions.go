@@ -235,7 +235,8 @@ func (s *Service) ResolveTag(ctx context.Context, tag string, create CreateParam
 // and the posture in force at that moment (edit-and-regenerate runs on it).
 // It keeps its source's origin and platform: the fork continues the same
 // conversation lineage, but holds no tag, so it is not bound to a thread.
-func (s *Service) Fork(ctx context.Context, id string, at time.Time) (*store.Session, error) {
+// It is by's: by created it, so by may stamp it (X-Holdfast-Session).
+func (s *Service) Fork(ctx context.Context, id string, at time.Time, by Source) (*store.Session, error) {
 	if at.IsZero() {
 		return nil, invalidf("atTs is required")
 	}
@@ -247,7 +248,8 @@ func (s *Service) Fork(ctx context.Context, id string, at time.Time) (*store.Ses
 	if err != nil {
 		return nil, err
 	}
-	ses, err := s.st.SessionFork(ctx, &store.SessionForkParams{SourceID: id, At: at, Policy: policy})
+	ses, err := s.st.SessionFork(ctx, &store.SessionForkParams{SourceID: id, At: at, Policy: policy,
+		CallerUser: callerUser(by), CallerKeyID: by.KeyID, CreatedBy: by.UID()})
 	if err != nil {
 		return nil, err
 	}

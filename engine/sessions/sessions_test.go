@@ -197,9 +197,10 @@ func TestForkRestoresEventsAndPostureOfItsMoment(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.PolicyManual, cur.Policy, "policy follows head")
 
-	fork, err := b.svc.Fork(ctx, src.ID, at.TS)
+	fork, err := b.svc.Fork(ctx, src.ID, at.TS, sessions.Source{Via: sessions.ViaAPI, KeyID: "key_forker"})
 	require.NoError(t, err)
 	require.Equal(t, src.ID, fork.ForkedFrom)
+	require.Equal(t, "key:key_forker", fork.CreatedBy, "the fork is its forker's")
 	require.Equal(t, store.PolicyYolo, fork.Policy, "the fork restores the posture of its moment")
 	require.Equal(t, src.Origin, fork.Origin)
 	srcEvents := b.events(t, src.ID)
@@ -212,13 +213,13 @@ func TestForkRestoresEventsAndPostureOfItsMoment(t *testing.T) {
 		require.False(t, e.TS.After(at.TS), "only events at or before atTs")
 	}
 
-	early, err := b.svc.Fork(ctx, src.ID, first.TS)
+	early, err := b.svc.Fork(ctx, src.ID, first.TS, sessions.Source{})
 	require.NoError(t, err)
 	require.Equal(t, store.PolicyAuto, early.Policy, "before any policy_set: the posture the session started with")
 
-	_, err = b.svc.Fork(ctx, "ses_missing", at.TS)
+	_, err = b.svc.Fork(ctx, "ses_missing", at.TS, sessions.Source{})
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = b.svc.Fork(ctx, src.ID, time.Time{})
+	_, err = b.svc.Fork(ctx, src.ID, time.Time{}, sessions.Source{})
 	require.ErrorIs(t, err, store.ErrInvalid)
 }
 

@@ -287,7 +287,7 @@ func (db *DB) SessionFork(ctx context.Context, p *store.SessionForkParams) (*sto
 		if _, err := sessionCreateTx(ctx, tx, id, &store.SessionCreateParams{
 			Title: title, Origin: src.Origin, Platform: src.Platform, Context: src.Context,
 			Capabilities: src.Capabilities, Policy: p.Policy, ForkedFrom: src.ID,
-			CallerUser: p.CallerUser, CallerKeyID: p.CallerKeyID,
+			CallerUser: p.CallerUser, CallerKeyID: p.CallerKeyID, CreatedBy: p.CreatedBy,
 		}); err != nil {
 			return err
 		}
