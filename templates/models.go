@@ -120,7 +120,7 @@ type SessionView struct {
 	Created      Time
 	LastActive   Time
 	CanMessage   bool
-	MessageHint  string // why there is no message box
+	MessageHint  string // where a message goes, or why there is no message box
 	Events       []EventView
 	Older        string // "Showing the latest 300 of 1,204 events", when cut
 	Poll         PollView

@@ -279,15 +279,12 @@ func (c *Console) sessionShow(w http.ResponseWriter, r *http.Request) {
 	v.OpenHolds = c.sessionOpenHolds(ctx, s.ID)
 	v.SlackURL = c.slackURL(ctx, s)
 	v.RunsURL = templ.SafeURL("/runs?sessionId=" + url.QueryEscape(s.ID))
-	switch {
-	case !canAct:
-		v.MessageHint = ""
-	case s.Origin == store.OriginUser:
-		v.CanMessage = true
-	case s.Origin == store.OriginChannel:
-		v.MessageHint = "This conversation lives in " + badge(s) + "; reply in its thread."
-	default:
-		v.MessageHint = "Only console sessions take messages here; this " + s.Origin + " session is driven by its " + s.Origin + "."
+	// Anyone who may act may write to any session, as through the API; in
+	// a Slack-bound one the bridge posts the message into the thread,
+	// attributed (SPEC §5).
+	v.CanMessage = canAct
+	if canAct && s.Origin == store.OriginChannel {
+		v.MessageHint = "Messages sent here are posted into its " + badge(s) + " thread, attributed to you."
 	}
 	names := c.userNames(ctx)
 	for _, e := range evs {
@@ -495,15 +492,6 @@ func (c *Console) eventView(ctx context.Context, e *store.Event, names map[strin
 func (c *Console) sessionMessage(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	back := "/sessions/" + id
-	s, err := c.Sessions.GetByID(r.Context(), id)
-	if err != nil {
-		c.fail(w, r, err)
-		return
-	}
-	if s.Origin != store.OriginUser {
-		c.redirect(w, r, back, "Only console sessions take messages here.", true)
-		return
-	}
 	if _, err := c.Sessions.Message(r.Context(), id, r.PostFormValue("text"), identity(r).Caller(), true); err != nil {
 		c.sessionFail(w, r, back, err)
 		return

@@ -204,16 +204,27 @@ func TestSessionPageAndActions(t *testing.T) {
 		require.Equal(t, http.StatusNoContent, status, "nothing moved")
 	})
 
-	t.Run("SlackSessionHasNoMessageBox", func(t *testing.T) {
+	// SPEC §5: a message typed in the console into a Slack-bound session
+	// is recorded there, and the bridge posts it into the thread.
+	t.Run("SlackSessionTakesMessages", func(t *testing.T) {
 		sl := b.session(t, "Slack thread", "slack:C9:9.9", sessions.ViaSlack)
 		_, page := steward.get("/sessions/" + sl.ID)
-		require.NotContains(t, page, `name="text"`)
-		require.Contains(t, page, "reply in its thread")
-		status, _, _ := steward.post("/sessions/"+sl.ID+"/messages", url.Values{"text": {"x"}})
+		require.Contains(t, page, `name="text"`)
+		require.Contains(t, page, "posted into its Slack thread")
+		status, _, _ := steward.post("/sessions/"+sl.ID+"/messages", url.Values{"text": {"hello from the console"}})
 		require.Equal(t, http.StatusSeeOther, status)
 		evs, err := b.sess.Events(ctx, sl.ID, time.Time{}, 100)
 		require.NoError(t, err)
-		require.Len(t, evs, 1)
+		var said []string
+		for _, e := range evs {
+			if e.Type == store.EventUserMessage {
+				text, _ := e.Payload["text"].(string)
+				said = append(said, text)
+			}
+		}
+		require.Equal(t, "hello from the console", said[len(said)-1])
+		_, page = viewer.get("/sessions/" + sl.ID)
+		require.NotContains(t, page, `name="text"`, "a viewer may not write")
 	})
 }
 
