@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -82,8 +81,8 @@ func (a *API) Routes() http.Handler {
 // bearer authenticates the request's API key, writing 401 itself when it
 // is malformed or unknown.
 func (a *API) bearer(w http.ResponseWriter, r *http.Request, h string) (*auth.Identity, bool) {
-	key, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || key == "" {
+	key, ok := auth.BearerToken(h)
+	if !ok {
 		WriteError(w, http.StatusUnauthorized, "Authorization must be 'Bearer <api key>'")
 		return nil, false
 	}

@@ -236,3 +236,32 @@ func TestWorkflowCompileErrorsListed(t *testing.T) {
 		require.Contains(t, e.Error.Message, "/draft-memo")
 	})
 }
+
+// TestBearerScheme: the Authorization scheme is matched without regard to
+// case (RFC 9110 §11.1); anything but a bearer token is 401.
+func TestBearerScheme(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	key := b.keys[store.RoleViewer]
+	for _, tc := range []struct {
+		header string
+		want   int
+	}{
+		{"Bearer " + key, http.StatusOK},
+		{"bearer " + key, http.StatusOK},
+		{"BEARER " + key, http.StatusOK},
+		{"Basic " + key, http.StatusUnauthorized},
+		{"Bearer", http.StatusUnauthorized},
+		{"Bearer ", http.StatusUnauthorized},
+		{"Bearer" + key, http.StatusUnauthorized},
+		{"Bearer " + key + "x", http.StatusUnauthorized},
+	} {
+		req, err := http.NewRequest(http.MethodGet, b.srv.URL+"/api/workflows", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", tc.header)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, tc.want, resp.StatusCode, "%q", tc.header)
+	}
+}

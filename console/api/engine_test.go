@@ -365,6 +365,10 @@ func TestMetricsRoute(t *testing.T) {
 	}
 	code, _ := get("")
 	require.Equal(t, http.StatusUnauthorized, code)
+	code, _ = get("Bearer " + internalKey + "x")
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, _ = get("bearer " + internalKey)
+	require.Equal(t, http.StatusOK, code, "the scheme is case-insensitive (RFC 9110)")
 	code, text := get("Bearer " + internalKey)
 	require.Equal(t, http.StatusOK, code)
 	for _, want := range []string{

@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/holdfast-bot/holdfast/console/api"
+	"github.com/holdfast-bot/holdfast/console/auth"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -70,7 +71,8 @@ func Handler(d Deps) http.Handler {
 func bearerKey(key, what string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if key != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+key)) != 1 {
+			token, _ := auth.BearerToken(r.Header.Get("Authorization"))
+			if key != "" && subtle.ConstantTimeCompare([]byte(token), []byte(key)) != 1 {
 				api.WriteError(w, http.StatusUnauthorized, what+" need 'Authorization: Bearer <internal key>'")
 				return
 			}
