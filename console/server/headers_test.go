@@ -31,6 +31,7 @@ func TestSecurityHeadersOnEveryRoute(t *testing.T) {
 		{"APIError", request{method: http.MethodGet, path: "/api/workflows"}, http.StatusUnauthorized, false},
 		{"APINotFound", request{method: http.MethodGet, path: "/api/nope", as: "viewer"}, http.StatusNotFound, false},
 		{"Healthz", request{method: http.MethodGet, path: "/healthz"}, http.StatusOK, false},
+		{"HealthzHead", request{method: http.MethodHead, path: "/healthz"}, http.StatusOK, false},
 		{"Metrics", request{method: http.MethodGet, path: "/metrics", header: map[string]string{"Authorization": "Bearer " + internalKey}}, http.StatusOK, false},
 		{"MetricsRefused", request{method: http.MethodGet, path: "/metrics"}, http.StatusUnauthorized, false},
 		{"Profile", request{method: http.MethodGet, path: "/debug/pprof/heap?debug=1", header: map[string]string{"Authorization": "Bearer " + internalKey}}, http.StatusOK, false},

@@ -31,7 +31,10 @@ type Deps struct {
 // Handler returns the root handler.
 func Handler(d Deps) http.Handler {
 	r := chi.NewRouter()
-	r.Use(SecurityHeaders, middleware.Recoverer)
+	// GetHead: a HEAD (a load balancer's or uptime check's probe of
+	// /healthz, say) is answered by the GET route, not the console's
+	// sign-in wall.
+	r.Use(SecurityHeaders, middleware.Recoverer, middleware.GetHead)
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := d.Store.Ping(r.Context()); err != nil {
 			api.WriteError(w, http.StatusServiceUnavailable, "store unavailable")
