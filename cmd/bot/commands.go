@@ -215,7 +215,12 @@ func cmdUserAdd(ctx context.Context, args []string, env map[string]string, stdin
 	}
 	defer db.Close()
 	u, err := db.UserCreate(ctx, &store.User{Username: username, PasswordHash: string(hash), Role: role, SlackUserID: slackUser})
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrConflict) && slackUser != "":
+		return fmt.Errorf("user add: the username %s or the Slack user %s is already taken", username, slackUser)
+	case errors.Is(err, store.ErrConflict):
+		return fmt.Errorf("user add: a user named %s already exists (bot user passwd sets a new password)", username)
+	case err != nil:
 		return err
 	}
 	fmt.Fprintf(stdout, "created user %s (%s) with role %s\n", u.Username, u.ID, u.Role)
