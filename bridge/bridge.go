@@ -282,7 +282,7 @@ func wake(c chan struct{}) {
 }
 
 // CanReply reports whether a run's session has a Slack thread a `reply`
-// dispatch can post into (the engine's Config.CanReply).
+// dispatch is posted into.
 func CanReply(s *store.Session) bool {
 	if s == nil {
 		return false

@@ -103,7 +103,7 @@ func setup(t testing.TB, o setupOpts) *testBundle {
 	if o.real {
 		lib := library.New(db, log)
 		require.NoError(t, lib.SeedExamples(ctx))
-		ecfg := engine.Config{Workers: 2, SlackStewards: []string{"USTEWARD", "USTEWARD2"}, CanReply: bridge.CanReply,
+		ecfg := engine.Config{Workers: 2, SlackStewards: []string{"USTEWARD", "USTEWARD2"},
 			DisableScheduler: true, PassInterval: time.Second, Tracer: o.tracer}
 		if o.engineCfg != nil {
 			o.engineCfg(&ecfg)

@@ -199,16 +199,20 @@ func preview(s string) string {
 	return string(r[:previewChars]) + "…"
 }
 
+// canReply refuses a reply with nowhere to land. A reply is the run's
+// assistant_message in the session it was asked in, a console or API
+// conversation or a Slack thread (the bridge mirrors it there, SPEC §4.3);
+// a session the engine made for the item alone is nobody's conversation.
 func (x *exec) canReply(ctx context.Context) error {
-	const why = "destination reply needs a Slack thread: this run's session has none (enqueue it from a Slack thread, or use Destination memo)"
-	if x.e.cfg.CanReply == nil || x.run.SessionID == "" {
+	const why = "destination reply needs a conversation: this run was enqueued in no session or Slack thread (enqueue it in one, or use Destination memo)"
+	if x.run.SessionID == "" {
 		return failf(KindDispatch, "%s", why)
 	}
 	s, err := x.getSession(ctx, 0)
 	if err != nil || s == nil {
 		return failf(KindDispatch, "%s: %v", why, err)
 	}
-	if !x.e.cfg.CanReply(s) {
+	if s.Origin == store.OriginWorkflow {
 		return failf(KindDispatch, "%s", why)
 	}
 	return nil

@@ -36,9 +36,6 @@ type Config struct {
 	RunnerID string
 	// SlackStewards are Slack user ids allowed to decide holds.
 	SlackStewards []string
-	// CanReply says whether a run's session can take a `reply` dispatch (it
-	// has a Slack thread). Nil means no Slack: reply runs fail `dispatch`.
-	CanReply func(*store.Session) bool
 	// RetryBase is the first backoff of transient model retries (default 500ms).
 	RetryBase time.Duration
 	// Now is the clock for hold timeouts and recovery; tests move it.

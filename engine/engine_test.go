@@ -729,7 +729,10 @@ func TestDispatch(t *testing.T) {
 		}
 	})
 
-	t.Run("ReplyNeedsAThread", func(t *testing.T) {
+	// A reply lands in the conversation the run was asked in (and from
+	// there in its Slack thread, when it has one); a session the engine
+	// made for the item alone is no conversation.
+	t.Run("ReplyNeedsAConversation", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, setupOpts{noStart: true})
 		b.workflow(t, "/reply", "**Destination** `reply`")
@@ -739,10 +742,11 @@ func TestDispatch(t *testing.T) {
 		r, err := b.db.RunGetByID(ctx, store.RunIDForItem(it.ID))
 		require.NoError(t, err)
 		require.Equal(t, KindDispatch, r.ErrorKind)
-		require.Contains(t, r.Error, "Slack thread")
+		require.Contains(t, r.Error, "destination reply needs a conversation")
 
-		b.eng.cfg.CanReply = func(*store.Session) bool { return true }
-		it = b.enqueue(t, EnqueueParams{Command: "/reply", Payload: map[string]any{"brief": "hello thread"}})
+		ses, err := b.db.SessionCreate(ctx, &store.SessionCreateParams{Origin: store.OriginUser, Policy: "auto"})
+		require.NoError(t, err)
+		it = b.enqueue(t, EnqueueParams{Command: "/reply", SessionID: ses.ID, Payload: map[string]any{"brief": "hello thread"}})
 		_, err = b.eng.RunPass(ctx)
 		require.NoError(t, err)
 		r, err = b.db.RunGetByID(ctx, store.RunIDForItem(it.ID))

@@ -18,7 +18,7 @@ import (
 func TestSeededExamples(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t, setupOpts{cfg: Config{CanReply: func(*store.Session) bool { return true }}})
+	b := setup(t, setupOpts{})
 	require.NoError(t, b.lib.SeedExamples(ctx))
 
 	t.Run("SummarizeThread", func(t *testing.T) {
@@ -49,11 +49,17 @@ func TestSeededExamples(t *testing.T) {
 			"- **Ada**: Fine, Tuesday then.\n- **Bob**: I will tell support.", "all four, attributed, in order")
 	})
 
-	t.Run("SummarizeWithoutAThread", func(t *testing.T) {
-		it := b.enqueue(t, EnqueueParams{Command: "/summarize-thread"})
+	// Without Slack, in a console session: the summary is its reply there.
+	t.Run("SummarizeAConsoleSession", func(t *testing.T) {
+		ses, err := b.db.SessionCreate(ctx, &store.SessionCreateParams{Title: "plans", Origin: store.OriginUser, Policy: store.PolicyAuto})
+		require.NoError(t, err)
+		_, err = b.db.EventAppend(ctx, &store.EventAppendParams{SessionID: ses.ID, Type: store.EventUserMessage, Actor: "user:usr_1",
+			Payload: map[string]any{"text": "We ship the beta on Friday.", "speaker": "ada"}})
+		require.NoError(t, err)
+		it := b.enqueue(t, EnqueueParams{Command: "/summarize-thread", SessionID: ses.ID})
 		r := b.waitRun(t, it.ID, EventRunFinished)
 		require.Equal(t, store.RunSucceeded, r.Status, r.Error)
-		require.Contains(t, lastReply(t, b, it.SessionID), "No messages to summarise yet", "a run with no conversation gets an empty thread")
+		require.Contains(t, lastReply(t, b, ses.ID), "- **ada**: We ship the beta on Friday.")
 	})
 
 	t.Run("WeeklyDigest", func(t *testing.T) {

@@ -264,9 +264,6 @@ func newEngine(c *config, db store.Store, models *model.Registry, tp trace.Trace
 		// Replicas share a PostgreSQL database and elect a leader; a SQLite
 		// file has one process, which leads (SPEC §9).
 		Elect: postgres.IsURL(c.DB)}
-	if c.SlackBotToken != "" {
-		cfg.CanReply = bridge.CanReply // `reply` runs post into their Slack thread
-	}
 	return engine.New(cfg, db, models, log)
 }
 
