@@ -30,10 +30,11 @@ func word(i int) string { return fmt.Sprintf("w%d", i%vocabulary) }
 
 // searchStack is a stack holding a 10,000-memo library whose words are
 // shared widely, which is what makes searches dear: "the" is every third
-// word of every memo (a hundred times each, as in English prose), w0…w9 are
-// in every memo, and each memo has 190 more words of a 400-word vocabulary,
-// so common terms match thousands of memos and phrases of them must check
-// positions in all of those. It also holds sessions for the listing to page.
+// word of every memo (a hundred times each, as in English prose), w0…w31
+// are in every memo (so a search of 32 terms, the most one may have,
+// matches and ranks all 10,000), and each memo has 190 more words of a
+// 400-word vocabulary, so common terms match thousands of memos and phrases
+// of them must check positions in all of those. It also holds sessions for the listing to page.
 func searchStack(t testing.TB) *stack {
 	t.Helper()
 	s := newStack(t)
@@ -41,7 +42,7 @@ func searchStack(t testing.TB) *stack {
 	var body strings.Builder
 	for i := range librarySize {
 		body.Reset()
-		for j := range 10 {
+		for j := range 32 {
 			body.WriteString(word(j) + " ")
 		}
 		for j := range 290 {
