@@ -499,10 +499,12 @@ type MemosView struct {
 	Page     Page
 	Query    string
 	MemoType string
-	Rows     []MemoRow
-	PageNo   int
-	PrevURL  templ.SafeURL
-	NextURL  templ.SafeURL
+	// Error is why the query was refused (a filter the grammar rejects).
+	Error   string
+	Rows    []MemoRow
+	PageNo  int
+	PrevURL templ.SafeURL
+	NextURL templ.SafeURL
 }
 
 // MemoView is one memo, rendered.

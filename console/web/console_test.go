@@ -209,6 +209,16 @@ func TestMemoProvenanceAndEditing(t *testing.T) {
 	_, second := viewer.get(html.UnescapeString(next[1]))
 	require.Contains(t, second, "Page 2")
 	require.Contains(t, second, `rel="prev"`)
+
+	// A filter the grammar refuses is a 400 that keeps the search page: the
+	// query stays in the box, the reason beside it.
+	for _, q := range []string{"limit:100 heron", "since:xx", "tag:"} {
+		status, page := viewer.get("/memos?q=" + url.QueryEscape(q))
+		require.Equal(t, http.StatusBadRequest, status, q)
+		require.Contains(t, page, `value="`+html.EscapeString(q)+`"`, "the query is kept: %s", q)
+		require.Contains(t, page, `id="search-error"`, q)
+		require.Contains(t, page, `aria-invalid="true"`, q)
+	}
 }
 
 func TestUsersDisableAndReset(t *testing.T) {

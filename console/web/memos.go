@@ -64,7 +64,14 @@ func (c *Console) memoList(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = sq.SetType(v.MemoType)
 	}
-	if err != nil {
+	if status, ok := refusalStatus(err); ok {
+		// The search page again, the query in its box and the reason
+		// beside it, so that it can be mended rather than retyped.
+		v.Error = store.ReasonOf(err)
+		v.Page = c.page(w, r, "Memos", "memos")
+		c.render(w, r, status, templates.MemosPage(v))
+		return
+	} else if err != nil {
 		c.fail(w, r, err)
 		return
 	}
