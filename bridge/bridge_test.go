@@ -284,7 +284,7 @@ func TestMentionCommands(t *testing.T) {
 		{"", "Holdfast"},
 		{"workflows", "• `draft-memo` — Drafts a memo &lt;fast&gt;"},
 		{"status", "*Status:* `idle` · *policy* `auto`"},
-		{"TERMINATE", "Nothing was running in this thread."},
+		{"TERMINATE", "Terminated: nothing was running in this session."},
 		{"compact", "Compacted."},
 		{"policy yolo", "only a steward may change the posture from auto to yolo"},
 		{"policy manual", "Policy for this thread is now `manual`."},

@@ -21,7 +21,7 @@ const helpText = "*Holdfast* — mention me in a thread:\n" +
 	"• `<command> <brief>` or `run <command> <brief>` — queue a workflow, e.g. `draft-memo A memo about otters`\n" +
 	"• `status` · `terminate` · `compact` — this thread's session\n" +
 	"• `policy manual|auto|yolo` — how much of this thread's output is held for review\n" +
-	"• `approve [hold id] [comment]` · `reject [hold id] [reason]` — decide this thread's open hold (stewards; name the hold when there are several)\n" +
+	"• `approve [short id] [comment]` · `reject [short id] [reason]` — decide this thread's open hold (stewards; with several, `approve` alone lists their short ids)\n" +
 	"Anything else is a message to me; later replies in the thread reach me without a mention."
 
 // handleMention runs a mention (or DM): a command, an enqueue, or a chat turn
@@ -208,41 +208,73 @@ func (b *Bridge) refusal(user string, err error) string {
 // maxThreadHolds bounds the open holds a thread decision lists.
 const maxThreadHolds = 10
 
-// decideInThread is `@bot approve|reject [hold id] [comment]`: it decides
-// the thread's open hold exactly as the card's buttons do. With several open
-// holds it decides only the one named, and otherwise lists them and decides
-// nothing: a guess could publish the wrong output.
+// maxThreadHoldsNamed bounds the holds of a thread a hold's name is looked
+// for among (the store answers at most 500 a call).
+const maxThreadHoldsNamed = 500
+
+// decideInThread is `@bot approve|reject [short id] [comment]`: it decides
+// the thread's open hold exactly as the card's buttons do. The first word
+// names a hold when it is one of the thread's holds' short id or full id
+// (engine.ShortHoldID); the rest is the comment. A name decides that hold alone;
+// one that names several open holds, or that can only be a hold id yet
+// names no hold of the thread, decides nothing and says so; one naming a
+// hold of the thread already decided gets the engine's answer that it was
+// (never a decision of another hold with the name as its comment). Without
+// a name, the thread's only open hold is decided with the whole argument as
+// its comment; with several open holds nothing is decided and they are
+// listed by short id and title: a guess could publish the wrong output.
 func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m *Message, root, sessionID string, cmd Command) error {
-	holds, err := b.store.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, SessionID: sessionID, Limit: maxThreadHolds + 1})
+	open, err := b.store.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, SessionID: sessionID, Limit: maxThreadHoldsNamed})
 	if err != nil {
 		return err
 	}
 	tell := func(text string) error { return b.ephemeral(ctx, it, "d", m.Channel, root, m.User, text) }
-	if len(holds) == 0 {
-		return tell("This thread has no open hold to decide.")
-	}
-	first, rest, _ := strings.Cut(cmd.Arg, " ")
-	for _, h := range holds {
-		if first == h.ID {
-			return b.decide(ctx, it, "d", decision{holdID: h.ID, verb: cmd.Name, comment: strings.TrimSpace(rest), user: m.User,
-				channel: m.Channel, thread: root})
-		}
-	}
-	if len(holds) == 1 {
-		return b.decide(ctx, it, "d", decision{holdID: holds[0].ID, verb: cmd.Name, comment: cmd.Arg, user: m.User,
+	decide := func(h *store.Hold, comment string) error {
+		return b.decide(ctx, it, "d", decision{holdID: h.ID, verb: cmd.Name, comment: comment, user: m.User,
 			channel: m.Channel, thread: root})
 	}
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "This thread has %d open holds, so I did not guess which one you meant. Use the buttons on its card, or mention me with `%s <hold id> [comment]`:\n",
-		len(holds), cmd.Name)
-	for i, h := range holds {
-		if i == maxThreadHolds {
-			sb.WriteString("• … and more in the console\n")
-			break
-		}
-		fmt.Fprintf(&sb, "• `%s` — %s (%s)\n", h.ID, esc(orDefault(h.WorkflowName, h.Command)), b.holdLink(h.ID))
+	usage := fmt.Sprintf("Name one: mention me with `%s <short id> [comment]`, or use the buttons on its card.\n", cmd.Name)
+	ref, rest := cmd.Arg, ""
+	if i := strings.IndexFunc(ref, unicode.IsSpace); i >= 0 {
+		ref, rest = ref[:i], strings.TrimSpace(ref[i:])
 	}
-	return tell(sb.String())
+	switch named := holdsNamed(open, ref); {
+	case len(named) == 1:
+		return decide(named[0], rest)
+	case len(named) > 1:
+		return tell(fmt.Sprintf("`%s` names %d open holds in this thread, so I decided nothing. Name one by its full id:\n%s",
+			esc(ref), len(named), b.holdList(named)))
+	}
+	if ref != "" {
+		// Not an open hold's name. A stale one (a hold of this thread
+		// decided since), or a word that can only be a hold id, is not
+		// taken for a comment on another hold.
+		all, err := b.store.HoldList(ctx, &store.HoldListParams{SessionID: sessionID, Limit: maxThreadHoldsNamed})
+		if err != nil {
+			return err
+		}
+		switch named := holdsNamed(all, ref); {
+		case len(named) == 1:
+			return decide(named[0], rest) // the engine answers who decided it, and changes nothing
+		case len(named) > 1 || isHoldID(ref):
+			text := fmt.Sprintf("No open hold in this thread is `%s`, so I decided nothing.", esc(ref))
+			if len(open) > 0 {
+				text += " " + usage + b.holdList(open)
+			}
+			return tell(text)
+		}
+	}
+	switch len(open) {
+	case 0:
+		return tell("This thread has no open hold to decide.")
+	case 1:
+		return decide(open[0], cmd.Arg)
+	}
+	why := "so I decided nothing rather than guess which one you meant"
+	if ref != "" {
+		why = fmt.Sprintf("and `%s` is the short id of none of them, so I decided nothing", esc(ref))
+	}
+	return tell(fmt.Sprintf("This thread has %d open holds, %s. %s%s", len(open), why, usage, b.holdList(open)))
 }
 
 // decision is one Slack user's decision attempt and where to answer it.
@@ -351,17 +383,7 @@ func slackCaller(user string) engine.Decider {
 func commandReply(res *sessions.CommandResult) string {
 	switch res.Command {
 	case sessions.CmdTerminate:
-		var parts []string
-		if res.CancelledTurn {
-			parts = append(parts, "stopped the reply in progress")
-		}
-		if res.CancelledRuns > 0 {
-			parts = append(parts, fmt.Sprintf("cancelled %d run(s)", res.CancelledRuns))
-		}
-		if len(parts) == 0 {
-			return "Nothing was running in this thread."
-		}
-		return ":octagonal_sign: Terminated: " + strings.Join(parts, " and ") + "."
+		return ":octagonal_sign: " + sessions.CommandAnswer(res)
 	case sessions.CmdCompact:
 		if res.Summary != nil {
 			// Just written by the command: its shape is the encoder's.

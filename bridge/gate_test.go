@@ -85,9 +85,10 @@ func TestSlackPostureNeedsAStewardToHoldLess(t *testing.T) {
 	require.Equal(t, store.PolicyYolo, tb.threadSession(t, "CY", root).Policy)
 }
 
-// TestSlackTerminateOfAHeldRun: a non-steward's terminate changes nothing
-// (the hold stays open, its card keeps its buttons); a steward's rejects the
-// hold as a decision, audited, with the card updated like any rejection.
+// TestSlackTerminateOfAHeldRun: a non-steward's terminate leaves the hold
+// open and says so (its card keeps its buttons); a steward's rejects the
+// hold as a decision (comment `terminated`), audited, with the card updated
+// like any rejection.
 func TestSlackTerminateOfAHeldRun(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{real: true, cfg: stewardsCfg})
@@ -96,8 +97,9 @@ func TestSlackTerminateOfAHeldRun(t *testing.T) {
 	card, holdID := tb.holdCard(t, "CX", root)
 
 	tb.event(t, "EvX2", mention("CX", "U1", tb.ts(), root, "terminate"))
-	refusal := tb.waitPost(t, "CX", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], ":no_entry:") })
-	require.Contains(t, refusal.Form["text"], "only stewards may cancel")
+	tb.waitPost(t, "CX", root, func(c fakeslack.Call) bool {
+		return strings.Contains(c.Form["text"], "1 run waiting for approval stays open")
+	})
 	tb.quiet(t)
 	h, err := tb.store.HoldGetByID(tb.ctx, holdID)
 	require.NoError(t, err)
@@ -114,7 +116,7 @@ func TestSlackTerminateOfAHeldRun(t *testing.T) {
 	require.Contains(t, text(update), "<@USTEWARD>")
 	h, err = tb.store.HoldGetByID(tb.ctx, holdID)
 	require.NoError(t, err)
-	require.Equal(t, []string{store.HoldRejected, "slack:USTEWARD", "slack"}, []string{h.Status, h.DecidedBy, h.DecidedVia})
+	require.Equal(t, []string{store.HoldRejected, "slack:USTEWARD", "slack", "terminated"}, []string{h.Status, h.DecidedBy, h.DecidedVia, h.Comment})
 	audit, err = tb.store.HoldDecisionList(tb.ctx, holdID)
 	require.NoError(t, err)
 	require.Len(t, audit, 1)

@@ -72,7 +72,15 @@ func (b *Bridge) reference(ctx context.Context, ref string, fetch bool) string {
 // where and when, and whether it mentioned the bot.
 func (b *Bridge) said(ctx context.Context, m *Message, mention bool) transcript.UserMessage {
 	return transcript.UserMessage{Said: transcript.Said{Speaker: b.userName(ctx, m.User, true), SlackTS: m.TS},
-		Fields: map[string]any{"raw": m.Text, "user": m.User, "channel": m.Channel, "mention": mention}}
+		Fields: saidFields(m, mention)}
+}
+
+// saidFields is what the record of a Slack message keeps beside its
+// markdown text and its speaker's name, whether it arrived live or was
+// backfilled: Slack's raw text, who said it, where, and whether it
+// mentioned the bot.
+func saidFields(m *Message, mention bool) map[string]any {
+	return map[string]any{"raw": m.Text, "user": m.User, "channel": m.Channel, "mention": mention}
 }
 
 // appendParams is the append of a Slack user's message to a session.

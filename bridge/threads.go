@@ -289,8 +289,12 @@ func (b *Bridge) backfillRetry(ctx context.Context, bf *store.SlackBackfill, at 
 // backfillEvents turns a page of a thread's earlier messages into
 // transcript events, oldest first: the bot's own as assistant messages,
 // other people's (and, with AllowBots, other bots') as user messages.
-// Edits, joins and other subtypes carry no new text and are left out, as
-// they are when they arrive live.
+// Each is recorded as it would have been had it arrived live (SPEC §5):
+// its text as markdown (Bridge.markdown, mentions by display name), the
+// bot's mention stripped from a message that mentions it, and Slack's raw
+// text, its author and channel beside it (saidFields). Edits, joins and
+// other subtypes carry no new text and are left out, as they are when they
+// arrive live.
 func (b *Bridge) backfillEvents(ctx context.Context, bf *store.SlackBackfill, msgs []slack.Message) []*store.EventAppendParams {
 	bot, botUser := b.botID.Load().(string), b.botUserID.Load().(string)
 	var out []*store.EventAppendParams
@@ -298,31 +302,42 @@ func (b *Bridge) backfillEvents(ctx context.Context, bf *store.SlackBackfill, ms
 		if msg.Timestamp == "" || compareSlackTS(msg.Timestamp, bf.Before) >= 0 || !relevantSubtype(msg.SubType) {
 			continue
 		}
+		m := &Message{Type: "message", Subtype: msg.SubType, Channel: bf.Channel, User: msg.User, BotID: msg.BotID, Text: msg.Text,
+			TS: msg.Timestamp, ThreadTS: bf.ThreadTS}
 		said := func(name string) transcript.Said {
 			return transcript.Said{Speaker: name, SlackTS: msg.Timestamp, Backfilled: true}
 		}
-		where := func() map[string]any { return map[string]any{"user": msg.User, "channel": bf.Channel} }
 		switch {
 		case msg.BotID != "" && msg.BotID == bot || msg.User != "" && msg.User == botUser:
-			out = append(out, transcript.EncodePtr(transcript.AssistantMessage{Text: unescape(msg.Text), Said: said(thread.BotSpeaker),
-				Fields: where()}, "holdfast"))
+			out = append(out, transcript.EncodePtr(transcript.AssistantMessage{Text: b.markdown(ctx, m.Text, true),
+				Said: said(thread.BotSpeaker), Fields: saidFields(m, false)}, "holdfast"))
 			continue
 		case msg.User == "" && msg.BotID != "":
 			if !b.cfg.AllowBots {
 				continue
 			}
+			// Named by its profile, which users.info does not know; its id
+			// stands for its user, as it does for a live bot message.
 			name := msg.Username
 			if msg.BotProfile != nil && msg.BotProfile.Name != "" {
 				name = msg.BotProfile.Name
 			}
-			out = append(out, transcript.EncodePtr(transcript.UserMessage{Text: unescape(msg.Text), Said: said(name), Fields: where()},
-				actor(msg.BotID)))
+			m.User = msg.BotID
+			out = append(out, transcript.EncodePtr(transcript.UserMessage{Text: b.markdown(ctx, m.Text, true), Said: said(name),
+				Fields: saidFields(m, false)}, actor(m.User)))
 			continue
 		case msg.User == "":
 			continue
 		}
-		out = append(out, transcript.EncodePtr(transcript.UserMessage{Text: unescape(stripMention(msg.Text, botUser)),
-			Said: said(b.userName(ctx, msg.User, true)), Fields: where()}, actor(msg.User)))
+		// As handleMessage and handleMention record it: a message that
+		// mentions the bot is recorded without the mention, as a mention.
+		text, mention := m.Text, mentions(m.Text, botUser)
+		if mention {
+			text = stripMention(text, botUser)
+		}
+		rec := b.said(ctx, m, mention)
+		rec.Text, rec.Backfilled = b.markdown(ctx, text, true), true
+		out = append(out, transcript.EncodePtr(rec, actor(m.User)))
 	}
 	return out
 }
