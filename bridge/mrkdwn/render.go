@@ -32,12 +32,16 @@ import (
 	east "github.com/yuin/goldmark/extension/ast"
 	"github.com/yuin/goldmark/renderer/html"
 	"github.com/yuin/goldmark/text"
+
+	"github.com/holdfast-bot/holdfast/engine/workflow/mdlimit"
 )
 
 // Linkify turns bare URLs into AutoLink nodes, so sections can be sent with
 // verbatim=true (no Slack auto-parsing of stray @channel-like text) and still
-// have clickable links.
-var parser = goldmark.New(goldmark.WithExtensions(
+// have clickable links. The parser is goldmark's with its superlinear
+// constructs metered (package mdlimit), as the compiler's and the console's
+// are: a memo mirrored into a thread costs linear time whatever its shape.
+var parser = goldmark.New(goldmark.WithParser(mdlimit.NewParser()), goldmark.WithExtensions(
 	extension.Strikethrough,
 	extension.Table,
 	extension.Linkify,

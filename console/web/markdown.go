@@ -9,12 +9,26 @@ import (
 	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/renderer"
 	"github.com/yuin/goldmark/util"
+
+	"github.com/holdfast-bot/holdfast/engine/workflow/mdlimit"
 )
 
 // md renders memo markdown for the console. Raw HTML is shown as text, not
 // dropped and never executed (SPEC §6), and goldmark's safe mode (no
 // WithUnsafe) already empties javascript:/vbscript:/data: link targets.
+//
+// Its parser is goldmark's with the constructs goldmark parses in
+// superlinear time metered (package mdlimit): block quotes and lists nested
+// more than mdlimit.MaxNesting deep, and unmatched emphasis, link brackets,
+// code spans or reference definitions past a budget proportional to the
+// memo, are rendered as the literal text they are written as. Unmetered, one
+// 1 MiB memo of nested `>` held a request for minutes, and every page showing
+// it (memo, hold, session) paid it again. Capping keeps every word visible and
+// the rest of the memo formatted, which escaping the whole body as
+// preformatted text would not; a memo anywhere near the caps is not prose
+// anyone formats by hand, so nothing legible is lost.
 var md = goldmark.New(
+	goldmark.WithParser(mdlimit.NewParser()),
 	goldmark.WithExtensions(extension.GFM),
 	goldmark.WithRendererOptions(
 		renderer.WithNodeRenderers(util.Prioritized(escapedHTML{}, 100)),

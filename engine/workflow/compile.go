@@ -6,10 +6,11 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
+
+	"github.com/holdfast-bot/holdfast/engine/workflow/mdlimit"
 )
 
 // MaxSourceBytes bounds what Compile will parse. Workflow memos are a page or
@@ -17,8 +18,40 @@ import (
 // from stalling every run that recompiles it.
 const MaxSourceBytes = 1 << 20
 
-// mdParser is shared because goldmark parsers keep no per-parse state.
-var mdParser parser.Parser = goldmark.New().Parser()
+// mdParser is shared because goldmark parsers keep no per-parse state. It is
+// goldmark's CommonMark parser with its superlinear constructs metered (see
+// package mdlimit): the compiler runs on every run, server start and Gate
+// edit, so one pathological memo must not cost seconds each time.
+var mdParser = mdlimit.NewParser()
+
+// parseMarkdown parses src, reporting the markdown limits it hit.
+func parseMarkdown(src []byte) (ast.Node, []mdlimit.Overrun) {
+	pc := parser.NewContext()
+	doc := mdParser.Parse(text.NewReader(src), parser.WithContext(pc))
+	return doc, mdlimit.Overruns(pc)
+}
+
+// normalizeCR turns each bare CR (one not followed by LF) into LF.
+// CommonMark ends a line at LF, CRLF or a lone CR, but goldmark only splits
+// lines at LF, so a memo saved with classic Mac line endings would parse as
+// one line: its title the whole document, every error on line 1. The
+// replacement keeps every byte offset, so line numbers and values read from
+// the result are those of src. src itself is never modified.
+func normalizeCR(src []byte) []byte {
+	var out []byte
+	for i, b := range src {
+		if b == '\r' && (i+1 == len(src) || src[i+1] != '\n') {
+			if out == nil {
+				out = bytes.Clone(src)
+			}
+			out[i] = '\n'
+		}
+	}
+	if out == nil {
+		return src
+	}
+	return out
+}
 
 // Section names as authors write them; the map key is the normalised form.
 var sectionNames = map[string]string{
@@ -91,6 +124,8 @@ func (c *compiler) compile() (*Manifest, Errors) {
 		c.errorf(1, "workflow memo is %d bytes; the limit is %d", len(src), MaxSourceBytes)
 		return nil, c.errs
 	}
+	src = normalizeCR(src)
+	c.src = src
 	c.lineStarts = append(c.lineStarts, 0)
 	for i, b := range src {
 		if b == '\n' {
@@ -99,7 +134,8 @@ func (c *compiler) compile() (*Manifest, Errors) {
 	}
 	c.m = &Manifest{Loads: []Load{}, Steps: []Step{}, Policy: DefaultPolicy()}
 
-	doc := mdParser.Parse(text.NewReader(src))
+	doc, overruns := parseMarkdown(src)
+	c.markdownLimits(overruns)
 	sections := map[string]*section{}
 	var cur *section
 	titleSet := false
@@ -161,6 +197,36 @@ func (c *compiler) compile() (*Manifest, Errors) {
 		return nil, c.errs
 	}
 	return c.m, nil
+}
+
+// markdownLimits reports where the memo went past the markdown parser's
+// limits (package mdlimit). Past a limit the parser reads markup as text, so
+// the compiler would be judging a memo other than the one the author sees
+// rendered; refusing it, with the line, is the honest answer. No workflow
+// comes near these limits: they stop pathological input, which would
+// otherwise cost seconds on every run that recompiles the memo.
+func (c *compiler) markdownLimits(overruns []mdlimit.Overrun) {
+	for _, o := range overruns {
+		var msg string
+		switch o.Kind {
+		case mdlimit.Nesting:
+			msg = fmt.Sprintf("block quotes and lists nested more than %d deep; the compiler reads no deeper, so flatten them", mdlimit.MaxNesting)
+		case mdlimit.Emphasis:
+			msg = "more emphasis markers (* and _) than the compiler matches in one memo; from this paragraph on they are read as text, so escape them as \\* and \\_ or remove them"
+		case mdlimit.Links:
+			msg = "more link brackets than the compiler resolves in one memo; from this paragraph on ] is read as text, so escape brackets as \\[ and \\] or remove them"
+		case mdlimit.CodeSpans:
+			msg = "more unclosed code spans (`) than the compiler scans in one memo; from this paragraph on ` is read as text, so close them or escape them as \\`"
+		case mdlimit.References:
+			msg = "more link reference definitions in one paragraph than the compiler reads; put blank lines between them"
+		default:
+			msg = "markdown limit exceeded: " + o.Kind.String()
+		}
+		if o.Count > 1 {
+			msg += fmt.Sprintf(" (%d places in all)", o.Count)
+		}
+		c.errorf(c.lineOf(o.Offset), "%s", msg)
+	}
 }
 
 func (c *compiler) errorf(line int, format string, args ...any) {

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/text"
 )
 
 // Examples holds the example workflows (examples/*.md) and the context memos
@@ -61,7 +60,8 @@ func ExampleMemos() ([]ExampleMemo, error) {
 // the one rule for "a memo's title is its first # heading", shared by the
 // compiler, the examples and dispatch, so they cannot disagree.
 func FirstHeading(md []byte) string {
-	doc := mdParser.Parse(text.NewReader(md))
+	md = normalizeCR(md)
+	doc, _ := parseMarkdown(md)
 	c := &compiler{src: md}
 	for n := doc.FirstChild(); n != nil; n = n.NextSibling() {
 		if h, ok := n.(*ast.Heading); ok && h.Level == 1 {
