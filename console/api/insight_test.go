@@ -112,6 +112,7 @@ func TestUsageAndEdgesRoutes(t *testing.T) {
 		{"SinceNegative", "/api/edges?since=-1h", store.RoleViewer, http.StatusBadRequest},
 		{"SinceZero", "/api/usage?since=0", store.RoleViewer, http.StatusBadRequest},
 		{"SinceFuture", "/api/edges?since=2999-01-01T00:00:00Z", store.RoleViewer, http.StatusOK},
+		{"SinceWeeks", "/api/usage?since=2w", store.RoleViewer, http.StatusOK}, // as memo search's since:2w
 		{"GroupByUnknown", "/api/usage?groupBy=colour", store.RoleViewer, http.StatusBadRequest},
 		{"LimitZero", "/api/usage?limit=0", store.RoleViewer, http.StatusBadRequest},
 		{"LimitHuge", "/api/usage?limit=1001", store.RoleViewer, http.StatusBadRequest},

@@ -29,10 +29,12 @@ const (
 )
 
 var (
-	commandRe      = regexp.MustCompile(`^/[a-z0-9_-]+$`)
-	payloadPathRe  = regexp.MustCompile(`^payload(\.[A-Za-z_][A-Za-z0-9_]*)+$`)
-	openAIModelRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]*$`)
-	daysDurationRe = regexp.MustCompile(`^([0-9]+)d$`)
+	commandRe     = regexp.MustCompile(`^/[a-z0-9_-]+$`)
+	payloadPathRe = regexp.MustCompile(`^payload(\.[A-Za-z_][A-Za-z0-9_]*)+$`)
+	openAIModelRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]*$`)
+	// Days and weeks, which Go's durations lack; memo search's since:
+	// takes the same (search.ParseSince).
+	daysDurationRe = regexp.MustCompile(`^([0-9]+)([dw])$`)
 )
 
 func (c *compiler) trigger(s *section) {
@@ -295,6 +297,9 @@ func parseDuration(v string) (time.Duration, error) {
 	}
 	if m := daysDurationRe.FindStringSubmatch(v); m != nil {
 		n, err := strconv.Atoi(m[1])
+		if err == nil && m[2] == "w" && n <= 365*100 {
+			n *= 7
+		}
 		if err != nil || n > 365*100 {
 			return 0, fmt.Errorf("too long")
 		}
