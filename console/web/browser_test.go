@@ -302,6 +302,12 @@ func TestBrowserLibraryPages(t *testing.T) {
 	b.eventually(`location.search.includes('q=style') && document.readyState === 'complete' && !!document.querySelector('#memos a.title')`,
 		"the search lands on its results")
 	require.Contains(t, b.text("#memos"), "Style guide")
+	// A refused search answers 400 (SPEC §8), which the browser reports.
+	b.expectConsoleError("status of 400 (Bad Request) (" + b.base + "/memos?q=limit%3A100+style")
+	b.open("/memos?q=limit%3A100+style", "#search-error")
+	require.Contains(t, b.text("#search-error"), "limit:100")
+	b.check("memos-refused")
+	b.open("/memos?q=style", "#memos")
 	b.do(chromedp.Click(chromedp.CSS("#memos a.title")), chromedp.WaitVisible(chromedp.ID("memo-body")))
 	b.check("memo")
 	b.do(chromedp.Click(chromedp.CSS(`a.button[href$="/edit"]`)), chromedp.WaitVisible(chromedp.ID("me-body")))
