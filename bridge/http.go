@@ -21,15 +21,16 @@ import (
 // MaxBody is the largest request body accepted (SPEC §5); larger ones get 413.
 const MaxBody = 1 << 20
 
-// Handler serves HTTP mode, to be mounted at /slack: POST /events (Events
-// API), POST /interactions (interactivity) and POST /commands (the
-// /holdfast slash command).
+// Handler serves HTTP mode, to be mounted at /slack without stripping the
+// prefix: POST /slack/events (Events API), POST /slack/interactions
+// (interactivity) and POST /slack/commands (the /holdfast slash command).
+// The full paths spare every delivery StripPrefix's copy of the request.
 func (b *Bridge) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /events", b.serveEvents)
-	mux.HandleFunc("POST /interactions", b.serveInteractions)
-	mux.HandleFunc("POST /commands", b.serveCommands)
-	return http.StripPrefix("/slack", mux)
+	mux.HandleFunc("POST /slack/events", b.serveEvents)
+	mux.HandleFunc("POST /slack/interactions", b.serveInteractions)
+	mux.HandleFunc("POST /slack/commands", b.serveCommands)
+	return mux
 }
 
 // readVerified reads the raw body (at most MaxBody) and checks Slack's

@@ -44,9 +44,13 @@ func (tb *testBundle) replyLatency(t testing.TB, sessionID string, afterID int64
 	return queued.CreatedAt.Sub(reply.TS)
 }
 
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
+// median is the middle value, or the mean of the two middle ones.
+func median[T time.Duration | float64](xs []T) T {
+	s := slices.Clone(xs)
 	slices.Sort(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
 	return s[len(s)/2]
 }
 
