@@ -9,12 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// compileBound is what a memo at the size limit may cost to compile. The
-// fixed compiler takes under 0.3 s on any shape below, and under 1 s with
-// -race. Before the fix they took from 1.1 s (DeepIndentation, n^1.5; 25 s
-// with -race) through 7–25 s to well over minutes (goldmark's cost on them is
-// quadratic or worse), and every run, restart and Gate edit paid it again.
-const compileBound = 5 * time.Second
+// compileBound is what a memo at the size limit may cost to compile
+// (scaled under -race). The fixed compiler takes under 0.7 s on any shape
+// below, and up to 3.4 s with -race on an idle machine, so unscaled a
+// loaded CI machine could fail it. Before the fix they took from 1.1 s
+// (DeepIndentation, n^1.5; 25 s with -race) through 7–25 s to well over
+// minutes (goldmark's cost on them is quadratic or worse), and every run,
+// restart and Gate edit paid it again.
+const compileBound = 5 * time.Second * raceSlowdown
 
 // pathological is one markdown shape that goldmark parses in superlinear
 // time. Each was measured at 25–200 KB and 1 MB before it joined this table;
