@@ -101,21 +101,24 @@ func worstQueries() map[string]string {
 	}
 }
 
-// timeSearch answers the median of n runs of a store search (the time a
-// reader is held): a search that costs too much exceeds the bound in most
-// runs, while one descheduled slice on a busy machine (the CI runs packages
-// side by side on two cores) is not the search's doing.
+// timeSearch answers the fastest of n runs of a store search (the time a
+// reader is held): a search that costs too much exceeds the bound in every
+// run, while a busy machine (the CI runs packages, browsers among them,
+// side by side on two cores) slows some runs by several times; the median
+// of five once read 7× the idle cost there.
 func timeSearch(t testing.TB, s *stack, q string, n int) time.Duration {
 	t.Helper()
-	took := make([]time.Duration, n)
+	var fastest time.Duration
 	for i := range n {
 		start := time.Now()
 		_, err := s.db.MemoSearch(context.Background(), &store.MemoSearchParams{Query: q})
-		took[i] = time.Since(start)
+		took := time.Since(start)
 		require.NoError(t, err)
+		if i == 0 || took < fastest {
+			fastest = took
+		}
 	}
-	slices.Sort(took)
-	return took[n/2]
+	return fastest
 }
 
 // listingAlongsideSearches runs nine clients searching q through the API
@@ -212,7 +215,7 @@ func TestSearchCostIsBounded(t *testing.T) {
 	var worstName string
 	var worst time.Duration
 	for name, q := range worstQueries() {
-		d := timeSearch(t, s, q, 5)
+		d := timeSearch(t, s, q, 7)
 		t.Logf("search %-20s %v", name, d)
 		require.Less(t, d, searchBound*raceSlowdown, "search %s holds a reader too long", name)
 		if d > worst {
