@@ -222,8 +222,10 @@ var sizes = []struct {
 }
 
 // check is what every page gets: at desktop (1280×800) and phone (390×844)
-// sizes, axe-core finds no critical or serious WCAG 2.1 A/AA violation, and
-// a full-page screenshot is saved (kept when HOLDFAST_SCREENSHOTS is set).
+// sizes, axe-core finds no critical or serious WCAG 2.1 A/AA violation, the
+// page is no wider than the window (nothing scrolls sideways but a table
+// region made to), and a full-page screenshot is saved (kept when
+// HOLDFAST_SCREENSHOTS is set).
 // The desktop size is restored after.
 func (b *browser) check(name string) {
 	b.t.Helper()
@@ -247,6 +249,9 @@ func (b *browser) check(name string) {
 		}
 		require.Empty(b.t, vs, "%s at %s (%dx%d): axe-core finds critical or serious WCAG 2.1 A/AA violations:%s",
 			name, size.label, size.w, size.h, report.String())
+		overflow, err := chromedp.Run(b.ctx, chromedp.Evaluate[int64](`document.documentElement.scrollWidth - document.documentElement.clientWidth`))
+		require.NoError(b.t, err)
+		require.LessOrEqual(b.t, overflow, int64(0), "%s at %s (%dx%d): the page is %d px wider than the window", name, size.label, size.w, size.h, overflow)
 		png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
 		require.NoError(b.t, err)
 		file := filepath.Join(b.shots, fmt.Sprintf("%02d-%s-%s.png", b.counter, name, size.label))
