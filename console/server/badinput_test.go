@@ -134,6 +134,9 @@ type badCase struct {
 	want int
 	// location, when set, is where a redirect must point.
 	location string
+	// allow, when set, is the Allow header a 405 must carry (RFC 9110
+	// §15.5.6: the methods the path does answer).
+	allow string
 	// changes marks a request that is accepted (or, for a refused
 	// decision, audited as SPEC §4.3 asks): its state change is asserted
 	// instead of ruled out.
@@ -257,7 +260,11 @@ func TestBadInput(t *testing.T) {
 		{name: "UnknownEnqueueSession", r: request{method: "POST", path: "/api/workflows/draft-memo/enqueue", as: "steward", contentType: jsonType,
 			body: js(map[string]any{"dedupeKey": "k-unknown-session", "sessionId": "ses_missing"})}, want: 404},
 		{name: "UnknownRoute", r: request{method: "GET", path: "/api/nothing-here", as: "viewer"}, want: 404},
-		{name: "WrongMethod", r: request{method: "DELETE", path: "/api/memos", as: "admin"}, want: 405},
+		{name: "WrongMethod", r: request{method: "DELETE", path: "/api/memos", as: "admin"}, want: 405, allow: "GET, HEAD, POST"},
+		{name: "WrongMethodOnItem", r: request{method: "PATCH", path: "/api/memos/{memo}", as: "admin"}, want: 405, allow: "GET, HEAD, PUT"},
+		{name: "WrongMethodOnAction", r: request{method: "GET", path: "/api/holds/hld_missing/decision", as: "viewer"}, want: 405, allow: "POST"},
+		{name: "ConsoleWrongMethod", r: request{method: "DELETE", path: "/memos", as: "cookie"}, want: 405, allow: "GET, HEAD"},
+		{name: "ConsoleWrongMethodOnForm", r: request{method: "PUT", path: "/memos/{memo}/edit", as: "cookie"}, want: 405, allow: "GET, HEAD, POST"},
 		{name: "ConsoleUnknownHold", r: request{method: "GET", path: "/holds/hld_missing", as: "cookie"}, want: 404},
 		{name: "ConsoleUnknownRun", r: request{method: "GET", path: "/runs/run_missing", as: "cookie"}, want: 404},
 		{name: "ConsoleUnknownSession", r: request{method: "GET", path: "/sessions/ses_missing", as: "cookie"}, want: 404},
@@ -430,7 +437,7 @@ func TestBadInput(t *testing.T) {
 			body: form("nothing", "here")}, want: 400},
 		{name: "SlackInteractionMalformedPayload", r: request{method: "POST", path: "/slack/interactions", as: "slack", contentType: formType,
 			body: form("payload", `{"type":`)}, want: 400},
-		{name: "SlackWrongMethod", r: request{method: "GET", path: "/slack/events"}, want: 405},
+		{name: "SlackWrongMethod", r: request{method: "GET", path: "/slack/events"}, want: 405, allow: "POST"},
 		{name: "SlackUnknownRoute", r: request{method: "POST", path: "/slack/nothing", as: "slack", contentType: jsonType, body: []byte(`{}`)}, want: 404},
 
 		// Sign-in: next is followed only when it is a local path.
@@ -481,6 +488,9 @@ func TestBadInput(t *testing.T) {
 				loc, _, _ := strings.Cut(res.header.Get("Location"), "?")
 				loc, _, _ = strings.Cut(loc, "#")
 				require.Equal(t, f.expand(tc.location), loc)
+			}
+			if tc.allow != "" {
+				require.Equal(t, tc.allow, res.header.Get("Allow"), "a 405 says which methods the path answers")
 			}
 			if strings.HasPrefix(r.path, "/api/") && res.status >= 400 {
 				var e api.ErrorBody

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/holdfast-bot/holdfast/console/allow"
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
@@ -112,6 +113,7 @@ func (c *Console) Handler() http.Handler {
 		})
 		r.NotFound(c.notFound)
 		r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+			allow.Set(w, r)
 			c.errorPage(w, r, http.StatusMethodNotAllowed, "Method not allowed", r.Method+" is not allowed here.")
 		})
 	})
