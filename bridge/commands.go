@@ -216,8 +216,9 @@ const maxThreadHoldsNamed = 500
 // the thread's open hold exactly as the card's buttons do. The first word
 // names a hold when it is one of the thread's holds' short id or full id
 // (engine.ShortHoldID); the rest is the comment. A name decides that hold alone;
-// one that names several open holds, or that can only be a hold id yet
-// names no hold of the thread, decides nothing and says so; one naming a
+// one that names several open holds, that can only be a hold id, or that
+// is the short id of another thread's open hold, yet names no hold of the
+// thread, decides nothing and says so; one naming a
 // hold of the thread already decided gets the engine's answer that it was
 // (never a decision of another hold with the name as its comment). Without
 // a name, the thread's only open hold is decided with the whole argument as
@@ -253,11 +254,24 @@ func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m
 		if err != nil {
 			return err
 		}
-		switch named := holdsNamed(all, ref); {
-		case len(named) == 1:
+		named := holdsNamed(all, ref)
+		if len(named) == 1 {
 			return decide(named[0], rest) // the engine answers who decided it, and changes nothing
-		case len(named) > 1 || isHoldID(ref):
+		}
+		elsewhere := false
+		if len(named) == 0 && isShortHoldID(ref) {
+			// A short id copied from another thread's list.
+			others, err := b.store.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, Limit: maxThreadHoldsNamed})
+			if err != nil {
+				return err
+			}
+			elsewhere = len(holdsNamed(others, ref)) > 0
+		}
+		if len(named) > 1 || isHoldID(ref) || elsewhere {
 			text := fmt.Sprintf("No open hold in this thread is `%s`, so I decided nothing.", esc(ref))
+			if elsewhere {
+				text = fmt.Sprintf("`%s` is an open hold of another thread, so I decided nothing here; decide it in its own thread.", esc(ref))
+			}
 			if len(open) > 0 {
 				text += " " + usage + b.holdList(open)
 			}

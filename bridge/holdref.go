@@ -39,6 +39,13 @@ func holdsNamed(hs []*store.Hold, ref string) []*store.Hold {
 // as hold ids do), never as the first word of a comment.
 func isHoldID(ref string) bool { return strings.HasPrefix(holdRef(ref), "hld_") }
 
+// isShortHoldID reports whether ref has the shape of a short id (six
+// characters of 0-9 and a-v), which words of a comment may have too.
+func isShortHoldID(ref string) bool {
+	ref = holdRef(ref)
+	return len(ref) == engine.ShortHoldIDLen && strings.Trim(ref, "0123456789abcdefghijklmnopqrstuv") == ""
+}
+
 // holdList lists hs one a line, at most maxThreadHolds: each hold by what a
 // thread decision takes (its short id, or its full id when another listed
 // hold shares the short id), then its title, its workflow and its link in

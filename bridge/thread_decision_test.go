@@ -238,3 +238,31 @@ func (tb *testBundle) openHoldAs(t *testing.T, sessionID, holdID, title string) 
 		Hold: &store.Hold{ID: holdID, SessionID: sessionID, Command: "/held", Title: title, Output: "out", RequiredApprovals: 1}})
 	require.NoError(t, err)
 }
+
+// TestSlackThreadDecisionOtherThreadsShortID: a short id copied from
+// another thread's list names no hold of this thread, so even where this
+// thread has a single open hold it is not taken for the first word of a
+// comment on that one: nothing is decided in either thread.
+func TestSlackThreadDecisionOtherThreadsShortID(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, standIns())
+	eng := tb.engine.(*recordingEngine)
+	eng.stewards["USTEWARD"] = true
+	tb.addWorkflow(t, "/held", "live", "held")
+	rootA, rootB := tb.ts(), tb.ts()
+	tb.event(t, "EvO0", mention("CO", "U1", rootA, "", "hello"))
+	tb.event(t, "EvO1", mention("CO", "U1", rootB, "", "hello"))
+	tb.inboxDrained(t)
+	tb.openHoldAs(t, tb.threadSession(t, "CO", rootA).ID, "hld_otherthread", "Otters")
+	tb.openHoldAs(t, tb.threadSession(t, "CO", rootB).ID, "hld_thisthread", "Kelp")
+
+	short := engine.ShortHoldID("hld_otherthread")
+	tb.event(t, "EvO2", mention("CO", "USTEWARD", tb.ts(), rootB, "approve "+short+" ship it"))
+	tb.eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 10*time.Second)
+	answer := tb.slack.Delivered("chat.postEphemeral")[0].Form["text"]
+	require.Contains(t, answer, "`"+short+"`")
+	require.Contains(t, answer, "decided nothing")
+	tb.quiet(t)
+	_, decides := eng.snapshot()
+	require.Empty(t, decides, "neither thread's hold is decided")
+}

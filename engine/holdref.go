@@ -15,11 +15,11 @@ import (
 // thread sharing a short id rare; a surface listing holds by short id shows
 // such holds by full id instead.
 
-// shortHoldIDLen is the length of a hold's short id.
-const shortHoldIDLen = 6
+// ShortHoldIDLen is the length of a hold's short id.
+const ShortHoldIDLen = 6
 
 // ShortHoldID is hold id's short id (see above).
 func ShortHoldID(id string) string {
 	sum := sha256.Sum256([]byte(id))
-	return strings.ToLower(base32.HexEncoding.EncodeToString(sum[:]))[:shortHoldIDLen]
+	return strings.ToLower(base32.HexEncoding.EncodeToString(sum[:]))[:ShortHoldIDLen]
 }
