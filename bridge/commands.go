@@ -49,7 +49,7 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	// messages, waited for at most BackfillWait (threads.go).
 	wctx, cancel := context.WithTimeout(ctx, b.cfg.BackfillWait)
 	speaker := b.userName(wctx, m.User, true)
-	b.backfillOnMention(wctx, ses, m, log)
+	b.backfillThread(wctx, ses, m, m.TS, log)
 	cancel()
 	say := func(text string) error { return b.reply(ctx, it, "r", m.Channel, root, text) }
 	cmd := commandOf(text)

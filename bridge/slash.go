@@ -299,22 +299,30 @@ func (b *Bridge) submitRunWorkflow(ctx context.Context, it *store.SlackInboxItem
 	if name == "" {
 		return b.tell(ctx, it.Key, meta.Channel, meta.ThreadTS, user, "Choose a workflow to run.")
 	}
+	// The dedupe key is the modal's: one view, one item, however often the
+	// submission is delivered.
+	m := &Message{Type: "shortcut", Channel: meta.Channel, User: user, TS: "shortcut:" + in.View.ID, ThreadTS: meta.ThreadTS}
 	ses, err := b.sessions.ResolveTag(ctx, threadTag(meta.Channel, meta.ThreadTS), sessions.CreateParams{
-		Title:   firstLine(orDefault(brief, name), 80),
-		Context: map[string]any{"platform": "slack", "channel": meta.Channel, "threadTs": meta.ThreadTS, "user": user},
-		Source:  sessions.Source{Via: sessions.ViaSlack, UserID: actor(user)},
+		Title: firstLine(orDefault(brief, name), 80),
+		Context: map[string]any{"platform": "slack", "channel": meta.Channel, "threadTs": meta.ThreadTS, "user": user,
+			contextMessageTS: m.TS},
+		Source: sessions.Source{Via: sessions.ViaSlack, UserID: actor(user)},
 	})
 	if err != nil {
 		return fmt.Errorf("resolve the shortcut's thread session: %w", err)
 	}
-	// The dedupe key is the modal's: one view, one item, however often the
-	// submission is delivered.
-	m := &Message{Type: "shortcut", Channel: meta.Channel, User: user, TS: "shortcut:" + in.View.ID}
+	log := b.log.With(slog.String("session_id", ses.ID))
+	// As a mention binding the thread would: the thread's messages so far
+	// (all of them before the submission arrived) are fetched first, so a
+	// workflow reading the thread sees them.
+	wctx, cancel := context.WithTimeout(ctx, b.cfg.BackfillWait)
+	b.backfillThread(wctx, ses, m, slackTS(it.ReceivedAt), log)
+	cancel()
 	said := b.said(ctx, m, false)
 	said.Text, said.Fields["shortcut"] = "run "+name+" "+brief, true
 	delete(said.Fields, "raw")
 	if _, err := b.store.SlackEventAppendOnce(ctx, it.Key, appendParams(ses.ID, user, said)); err != nil {
 		return fmt.Errorf("record the shortcut: %w", err)
 	}
-	return b.enqueue(ctx, it, m, meta.ThreadTS, ses.ID, name, brief, b.log.With(slog.String("session_id", ses.ID)))
+	return b.enqueue(ctx, it, m, meta.ThreadTS, ses.ID, name, brief, log)
 }

@@ -142,25 +142,25 @@ func (s *backfillState) limit(until time.Time) {
 	s.mu.Unlock()
 }
 
-// createsThreadSession reports whether m, a mention, is inside a thread
-// that already had messages and bound it to ses: the session records the
-// message that created it.
+// createsThreadSession reports whether m, a mention or a shortcut's
+// submission, is inside a thread that already had messages and bound it to
+// ses: the session records the message that created it.
 func createsThreadSession(ses *store.Session, m *Message) bool {
-	return m.ThreadTS != "" && m.ThreadTS != m.TS && fmt.Sprint(ses.Context[contextMessageTS]) == m.TS
+	return m.ThreadTS != "" && m.ThreadTS != dmThread && m.ThreadTS != m.TS && fmt.Sprint(ses.Context[contextMessageTS]) == m.TS
 }
 
 // contextMessageTS is the session context key of the ts of the message
 // that bound a thread to its session.
 const contextMessageTS = "messageTs"
 
-// backfillOnMention starts the backfill of a thread session the mention m
-// created (or, replayed, finds it started) and waits for it until ctx's
-// deadline; the backfill worker finishes what is left.
-func (b *Bridge) backfillOnMention(ctx context.Context, ses *store.Session, m *Message, log *slog.Logger) {
+// backfillThread starts the backfill of the messages before before in a
+// thread session m created (or, replayed, finds it started) and waits for
+// it until ctx's deadline; the backfill worker finishes what is left.
+func (b *Bridge) backfillThread(ctx context.Context, ses *store.Session, m *Message, before string, log *slog.Logger) {
 	if !createsThreadSession(ses, m) {
 		return
 	}
-	bf, err := b.store.SlackBackfillAdd(ctx, &store.SlackBackfillAddParams{SessionID: ses.ID, Channel: m.Channel, ThreadTS: m.ThreadTS, Before: m.TS})
+	bf, err := b.store.SlackBackfillAdd(ctx, &store.SlackBackfillAddParams{SessionID: ses.ID, Channel: m.Channel, ThreadTS: m.ThreadTS, Before: before})
 	if err != nil {
 		log.WarnContext(ctx, "slack: could not start the thread backfill; answering without it", slog.Any("error", err))
 		return

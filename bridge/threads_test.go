@@ -300,3 +300,39 @@ func TestBackfillResumesAfterRestart(t *testing.T) {
 	}
 	require.Equal(t, texts, got, "each message once, in order")
 }
+
+// TestShortcutBackfillsTheThread: the "Run a workflow" shortcut on a reply
+// in a thread the bot never saw enqueues in that thread's session as a
+// mention there would (SPEC §5): the thread's messages are fetched first,
+// so summarize-thread summarizes them.
+func TestShortcutBackfillsTheThread(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{real: true, cfg: stewardsCfg})
+	people(tb)
+	root, _ := seedThread(tb, "CK", 0)
+	replyTS := tb.ts()
+	tb.slack.Seed(fakeslack.Message{Channel: "CK", TS: replyTS, ThreadTS: root, User: "U2", Text: "Wednesday at the latest"})
+	status, _ := tb.interact(t, map[string]any{"type": "message_action", "callback_id": "run_workflow", "trigger_id": "trig-bf",
+		"user": map[string]any{"id": "U1"}, "channel": map[string]any{"id": "CK"}, "message_ts": replyTS,
+		"message": map[string]any{"type": "message", "ts": replyTS, "thread_ts": root, "user": "U2", "text": "Wednesday at the latest"}})
+	require.Equal(t, http.StatusOK, status)
+	require.Len(t, tb.slack.Views(), 1)
+	view := viewOf(t, tb.slack.Views()[0])
+	status, _ = tb.interact(t, map[string]any{"type": "view_submission", "user": map[string]any{"id": "U1"},
+		"view": map[string]any{"id": "VRUNBF", "type": "modal", "callback_id": "run_workflow", "private_metadata": view["private_metadata"],
+			"state": map[string]any{"values": map[string]any{
+				"workflow": map[string]any{"workflow": map[string]any{"type": "static_select", "selected_option": map[string]any{"value": "/summarize-thread"}}},
+				"brief":    map[string]any{"brief": map[string]any{"type": "plain_text_input", "value": ""}},
+			}}}})
+	require.Equal(t, http.StatusOK, status)
+	requireInOrder(t, text(tb.summaryPost(t, "CK", root)), "*Ada*: Launch on Monday?", "*Bob Babbage*: Release notes are not done &amp; support is out",
+		"*Ada*: Tuesday then", "*Bob Babbage*: Wednesday at the latest")
+	require.Equal(t, []said{
+		{store.EventUserMessage, "Ada", "Launch on Monday?"},
+		{store.EventUserMessage, "Bob Babbage", "Release notes are not done & support is out"},
+		{store.EventAssistantMessage, "Holdfast", "Queued earlier"},
+		{store.EventUserMessage, "Ada", "Tuesday then"},
+		{store.EventUserMessage, "Bob Babbage", "Wednesday at the latest"},
+	}, backfilled(tb.transcript(t, "CK", root)), "the thread as it stood, oldest first")
+	require.Len(t, tb.slack.Calls("conversations.replies"), 1, "fetched once")
+}
