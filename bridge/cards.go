@@ -235,7 +235,7 @@ func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, a
 		bj, _ := json.Marshal(blocks)
 		out = append(out, &store.SlackOutboxAddParams{DedupeKey: "update:" + c.id + ":" + where, Queue: card.Queue,
 			Method: store.SlackUpdate, Channel: card.Channel,
-			Text:   fmt.Sprintf("Hold %s: %s by %s", esc(c.title), strings.ToLower(verb), esc(orDefault(e.DecidedBy, "someone"))),
+			Text:   fmt.Sprintf("Hold %s: %s by %s", esc(c.title), strings.ToLower(verb), mention(orDefault(e.DecidedBy, "someone"))),
 			Blocks: string(bj), RefKey: card.DedupeKey})
 	}
 	line := decided

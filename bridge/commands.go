@@ -202,7 +202,7 @@ func (b *Bridge) refusal(user string, err error) string {
 		}
 		who = "a steward (" + strings.Join(mentions, ", ") + ", or a console steward)"
 	}
-	return fmt.Sprintf(":no_entry: <@%s>, %s. Nothing was changed; ask %s.", user, esc(store.ReasonOf(err)), who)
+	return fmt.Sprintf(":no_entry: <@%s>, %s. Nothing was changed; ask %s.", user, escNames(store.ReasonOf(err)), who)
 }
 
 // maxThreadHolds bounds the open holds a thread decision lists.
@@ -338,9 +338,9 @@ func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix st
 		}
 	case errors.Is(err, store.ErrForbidden):
 		return tell(fmt.Sprintf(":no_entry: You can't decide this hold: %s. Nothing was changed. Stewards can decide it here or in the console: %s",
-			esc(store.ReasonOf(err)), b.holdLink(d.holdID)))
+			escNames(store.ReasonOf(err)), b.holdLink(d.holdID)))
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalid):
-		return tell(fmt.Sprintf(":information_source: Nothing was changed: %s.", esc(store.ReasonOf(err))))
+		return tell(fmt.Sprintf(":information_source: Nothing was changed: %s.", escNames(store.ReasonOf(err))))
 	case errors.Is(err, store.ErrNotFound):
 		return tell("That hold no longer exists.")
 	default:

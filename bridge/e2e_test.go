@@ -113,6 +113,7 @@ func TestEndToEnd(t *testing.T) {
 	upd := tb.updates("CE", card.TS)[0]
 	require.NotContains(t, upd.Form["blocks"], "hold_approve", "buttons gone")
 	require.Contains(t, text(upd), "*Approved* by <@USTEWARD> via slack")
+	require.Contains(t, upd.Form["text"], "approved by <@USTEWARD>", "the notification's text names them as the card does")
 	lead := tb.waitPost(t, "CE", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Memo dispatched") })
 	memoPost := tb.waitPost(t, "CE", root, func(c fakeslack.Call) bool { return c.Form["blocks"] != "" && strings.Contains(text(c), "*Otters*") })
 	require.Contains(t, text(memoPost), "Otters hold hands while they sleep.", "the memo, rendered to mrkdwn")
@@ -126,7 +127,7 @@ func TestEndToEnd(t *testing.T) {
 	// A second click after the decision is told who decided; nothing moves.
 	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_reject", holdID, "CE", card.TS, root))
 	tb.eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 3 }, 10*time.Second)
-	require.Contains(t, tb.slack.Delivered("chat.postEphemeral")[2].Form["text"], "was already approved by slack:USTEWARD via slack")
+	require.Contains(t, tb.slack.Delivered("chat.postEphemeral")[2].Form["text"], "was already approved by <@USTEWARD> via slack", "a Slack user is named as Slack names them")
 
 	// A decision in the console/API updates the card too.
 	root2 := tb.ts()
@@ -173,6 +174,15 @@ func TestEndToEndThreadDecision(t *testing.T) {
 	require.Equal(t, store.HoldApproved, h.Status)
 	require.Equal(t, "nice work", h.Comment)
 	tb.waitPost(t, "CT", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Memo dispatched") })
+
+	// A rejection ends the run, and the thread is told by whom, named as
+	// Slack names people.
+	root2 := tb.ts()
+	tb.event(t, "EvT3", mention("CT", "U1", root2, "", "draft-memo Kelp again"))
+	tb.holdCard(t, "CT", root2)
+	tb.event(t, "EvT4", mention("CT", "USTEWARD", tb.ts(), root2, "reject not this week"))
+	ended := tb.waitPost(t, "CT", root2, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], ":x: Run") })
+	require.Regexp(t, "^:x: Run `run_[^`]+` cancelled: rejected by <@USTEWARD>: not this week\\.$", ended.Form["text"])
 }
 
 // TestEndToEndTwoApprovals: with Approvals 2 the first steward's click is

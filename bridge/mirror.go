@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -26,6 +27,14 @@ var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // esc escapes text for mrkdwn.
 func esc(s string) string { return escaper.Replace(s) }
+
+// slackUserName is how the engine names a Slack user who has no console
+// account (engine.Decider): slack:U0123ABC.
+var slackUserName = regexp.MustCompile(`\bslack:([UW][A-Z0-9]+)\b`)
+
+// escNames is esc for the engine's sentences (refusals, why a run ended):
+// the Slack users they name are named as Slack shows people, by mention.
+func escNames(s string) string { return slackUserName.ReplaceAllString(esc(s), "<@$1>") }
 
 // mirrorOnce turns the next page of Slack sessions' transcript events into
 // outbox messages, moving the cursor in the same transaction.
@@ -149,11 +158,11 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, te
 		switch e.Status {
 		case store.RunFailed, store.RunCancelled, store.RunRecoveryExhausted:
 			msg := fmt.Sprintf(":x: Run `%s` %s", esc(e.RunID), strings.ReplaceAll(e.Status, "_", " "))
-			if e.ErrorKind != "" {
+			if e.ErrorKind != "" && e.ErrorKind != e.Status {
 				msg += fmt.Sprintf(" (%s)", esc(e.ErrorKind))
 			}
 			if e.Error != "" {
-				msg += ": " + esc(firstLine(e.Error, 300))
+				msg += ": " + escNames(firstLine(e.Error, 300))
 			}
 			return line(msg + ".")
 		}

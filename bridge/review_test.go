@@ -122,7 +122,7 @@ func TestReviewRefusals(t *testing.T) {
 				status, _ := tb.reviewClick(t, "UNOBODY", holdID, "CV", card.TS, root)
 				require.Equal(t, http.StatusOK, status)
 			}},
-		{name: "NonStewardSubmission", user: "UNOBODY", want: "slack:UNOBODY is not a steward; only stewards may decide holds",
+		{name: "NonStewardSubmission", user: "UNOBODY", want: "You can't decide this hold: <@UNOBODY> is not a steward; only stewards may decide holds. Nothing was changed. Stewards can decide it here",
 			act: func(t *testing.T, holdID string, card fakeslack.Call, root string) {
 				status, _ := tb.submitReview(t, "UNOBODY", holdID, review{decision: "approve", output: ptr("# Mine\n\ntaken over")})
 				require.Equal(t, http.StatusOK, status)
@@ -149,7 +149,8 @@ func TestReviewRefusals(t *testing.T) {
 			card, holdID := tb.holdCard(t, "CV", root)
 			before := len(tb.slack.Views())
 			tc.act(t, holdID, card, root)
-			eph := tb.waitEphemeral(t, tc.user, func(s string) bool { return strings.Contains(s, tc.want) })
+			// In the hold's thread: another case's refusal may say the same.
+			eph := tb.waitEphemeral(t, tc.user, func(s string) bool { return strings.Contains(s, tc.want) }, root)
 			require.Equal(t, []string{"CV", root}, []string{eph.Form["channel"], eph.Form["thread_ts"]})
 			require.Contains(t, eph.Form["text"], "Nothing was changed")
 			tb.quiet(t)

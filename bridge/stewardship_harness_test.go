@@ -90,12 +90,16 @@ func (tb *testBundle) ephemerals(user string) []fakeslack.Call {
 	return out
 }
 
-// waitEphemeral waits for an ephemeral to user matching fn.
-func (tb *testBundle) waitEphemeral(t *testing.T, user string, fn func(text string) bool) fakeslack.Call {
+// waitEphemeral waits for an ephemeral to user matching fn (in thread
+// inThread[0], when given).
+func (tb *testBundle) waitEphemeral(t *testing.T, user string, fn func(text string) bool, inThread ...string) fakeslack.Call {
 	t.Helper()
 	var found fakeslack.Call
 	tb.eventually(t, func() bool {
 		for _, c := range tb.ephemerals(user) {
+			if len(inThread) > 0 && c.Form["thread_ts"] != inThread[0] {
+				continue
+			}
 			if fn(c.Form["text"]) {
 				found = c
 				return true
