@@ -28,6 +28,11 @@ const (
 	// refused: whatever lies past the caps is ignored.
 	MaxSearchTerms = 32
 	MaxSearchChars = 1000
+	// MaxValueDepth bounds how deeply a payload or a context nests. The
+	// stores read these values with their JSON functions, which stop
+	// somewhere (SQLite's at 1,000 levels): a value past that would fail
+	// every statement that reads it, the runner's claims among them.
+	MaxValueDepth = 64
 )
 
 // ErrTooLarge marks content past its size limit (a memo body over
@@ -93,8 +98,17 @@ func CheckTags(field string, tags []string) error {
 
 // CheckValue checks every string inside a JSON-like value (a payload or a
 // context: maps, slices, strings, numbers, booleans), keys included, with
-// CheckText and no length limit.
-func CheckValue(field string, v any) error {
+// CheckText and no length limit, and that it nests at most MaxValueDepth
+// deep.
+func CheckValue(field string, v any) error { return checkValue(field, field, v, 0) }
+
+func checkValue(root, field string, v any, depth int) error {
+	switch v.(type) {
+	case map[string]any, []any, []string:
+		if depth++; depth > MaxValueDepth {
+			return Refuse(ErrInvalid, "%s nests more than %d levels deep", root, MaxValueDepth)
+		}
+	}
 	switch v := v.(type) {
 	case string:
 		return CheckText(field, v, 0)
@@ -103,13 +117,13 @@ func CheckValue(field string, v any) error {
 			if err := CheckText(field+" key", k, 0); err != nil {
 				return err
 			}
-			if err := CheckValue(field+"."+k, e); err != nil {
+			if err := checkValue(root, field+"."+k, e, depth); err != nil {
 				return err
 			}
 		}
 	case []any:
 		for _, e := range v {
-			if err := CheckValue(field, e); err != nil {
+			if err := checkValue(root, field, e, depth); err != nil {
 				return err
 			}
 		}

@@ -378,6 +378,12 @@ func TestBadInput(t *testing.T) {
 			body: js(map[string]any{"dedupeKey": "k\x00"})}, want: 400},
 		{name: "PayloadNUL", r: request{method: "POST", path: "/api/workflows/draft-memo/enqueue", as: "steward", contentType: jsonType,
 			body: js(map[string]any{"dedupeKey": "k-nul", "payload": map[string]any{"brief": []any{"deep\x00"}}})}, want: 400},
+		// Nested past what the stores' JSON functions read (SQLite stops
+		// at 1,000 levels): an item like that would fail every claim.
+		{name: "PayloadTooDeep", r: request{method: "POST", path: "/api/workflows/draft-memo/enqueue", as: "steward", contentType: jsonType,
+			body: []byte(`{"dedupeKey":"k-deep","payload":{"a":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}}`)}, want: 400},
+		{name: "SessionContextTooDeep", r: request{method: "POST", path: "/api/sessions", as: "steward", contentType: jsonType,
+			body: []byte(`{"title":"t","tag":"probe:deep","context":{"a":` + strings.Repeat(`{"b":`, 100) + `1` + strings.Repeat("}", 100) + `}}`)}, want: 400},
 		{name: "SessionContextNUL", r: request{method: "POST", path: "/api/sessions", as: "steward", contentType: jsonType,
 			body: js(map[string]any{"title": "t", "tag": "probe:context", "context": map[string]any{"k\x00": "v"}})}, want: 400},
 		{name: "SessionMessageInvalidUTF8", r: request{method: "POST", path: "/api/sessions/{session}/messages", as: "steward", contentType: jsonType,
