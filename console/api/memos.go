@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -39,8 +40,9 @@ func (a *API) memoCreate(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusCreated, m)
 }
 
-// memoListSize is how many memos a search lists when its query gives no
-// limit:<n>.
+// memoListSize is how many memos the listing (no q) answers, newest
+// first; a search takes the grammar's default (search.DefaultLimit, SPEC
+// §4.1) unless its query gives limit:<n>.
 const memoListSize = 50
 
 // memoList searches the library with the query grammar of SPEC §4.1
@@ -67,7 +69,11 @@ func (a *API) memoList(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusForbidden, "unlisted memos are listed for stewards and admins only")
 		return
 	}
-	p := sq.Params(time.Now(), memoListSize)
+	size := memoListSize
+	if strings.TrimSpace(q.Get("q")) != "" {
+		size = search.DefaultLimit
+	}
+	p := sq.Params(time.Now(), size)
 	p.IncludeUnlisted = unlisted
 	memos, err := a.Store.MemoSearch(r.Context(), p)
 	if err != nil {

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
@@ -79,6 +80,18 @@ func TestMemoSearchGrammar(t *testing.T) {
 			types[m.MemoType] = true
 		}
 		require.Equal(t, map[string]bool{"note": true, store.MemoTypeWorkflow: true}, types)
+	})
+
+	t.Run("DefaultLimitIsFive", func(t *testing.T) {
+		// The grammar's default (SPEC §4.1) serves the API's search too;
+		// the listing without a query is not a search.
+		var kelp []string
+		for i := range 7 {
+			kelp = append(kelp, mk(fmt.Sprintf("Kelp %d", i), "Kelp forests sway."))
+		}
+		require.Len(t, titles(url.Values{"q": {"kelp"}}), 5)
+		require.ElementsMatch(t, kelp, titles(url.Values{"q": {"kelp limit:7"}}))
+		require.Subset(t, titles(url.Values{}), kelp)
 	})
 
 	t.Run("MalformedIs400", func(t *testing.T) {

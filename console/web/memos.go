@@ -51,7 +51,7 @@ func snippet(body string, n int) string {
 	return s
 }
 
-// memoPage is the library's page size when the query gives no limit:<n>.
+// memoPage is the library's page size when the search box is empty.
 const memoPage = 50
 
 func (c *Console) memoList(w http.ResponseWriter, r *http.Request) {
@@ -78,8 +78,12 @@ func (c *Console) memoList(w http.ResponseWriter, r *http.Request) {
 	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 1 && n <= 1000 {
 		v.PageNo = n
 	}
-	p := sq.Params(time.Now(), memoPage)
-	size := p.Limit
+	size := memoPage
+	if v.Query != "" {
+		size = search.DefaultLimit // a search pages by the grammar's default (SPEC §4.1)
+	}
+	p := sq.Params(time.Now(), size)
+	size = p.Limit
 	p.Limit, p.Offset = size+1, (v.PageNo-1)*size
 	// Unlisted memos are listed for stewards and admins only (SPEC §7).
 	p.IncludeUnlisted = identity(r).AtLeast(store.RoleSteward)

@@ -38,8 +38,8 @@ const (
 // Result bounds.
 const (
 	// DefaultLimit is how many memos a search that names no limit takes
-	// when it picks the best few (a Search load, search_memos); listings
-	// (the API, the console) page with their own size instead.
+	// (SPEC §4.1): a Search load, search_memos, the API's and the
+	// console's search; their listings without a query are not searches.
 	DefaultLimit = 5
 	// MaxLimit bounds limit:<n>.
 	MaxLimit = 50
