@@ -474,6 +474,9 @@ type WorkflowView struct {
 	Source      []SourceLine
 	CanAdmin    bool
 	CanRun      bool
+	// Replies: the workflow's destination is reply, so Run now starts a
+	// conversation for it instead of enqueueing a bare item.
+	Replies     bool
 	RunNowURL   string
 	StatusURL   string
 	Brief       string

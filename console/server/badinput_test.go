@@ -361,7 +361,7 @@ func TestBadInput(t *testing.T) {
 		{name: "ConsoleSessionTitleOverLimit", r: request{method: "POST", path: "/sessions", as: "cookie", contentType: formType,
 			body: form("title", over)}, want: 303, location: "/sessions"},
 		{name: "ConsoleDedupeKeyOverLimit", r: request{method: "POST", path: "/workflows/draft-memo/enqueue", as: "cookie", contentType: formType,
-			body: form("brief", "b", "dedupe_key", over)}, want: 303, location: "/workflows/draft-memo"}, // post/redirect/get: refusals too
+			body: form("brief", "b", "dedupe_key", over)}, want: 400}, // the form again, as sent
 		{name: "ConsoleUsernameOverLimit", r: request{method: "POST", path: "/users", as: "admin-cookie", contentType: formType,
 			body: form("username", over, "password", "long enough password", "role", "viewer")}, want: 303, location: "/users"},
 

@@ -3,8 +3,7 @@ package web
 import (
 	"errors"
 	"net/http"
-	"net/url"
-	"strings"
+		"strings"
 
 	"github.com/a-h/templ"
 
@@ -14,9 +13,6 @@ import (
 )
 
 func templSafe(s string) templ.SafeURL { return templ.SafeURL(s) }
-
-// maxBriefInURL bounds a brief carried back to the form in a redirect's URL.
-const maxBriefInURL = 4000
 
 func (c *Console) canEnqueue() bool { return c.Engine != nil }
 
@@ -38,7 +34,9 @@ func (c *Console) recentRuns(r *http.Request, wf *store.Workflow) []templates.Ru
 
 // workflowEnqueue is the run-now form: a brief and an optional dedupe key.
 // The item gets an engine-minted workflow session, where the run's
-// progress appears; the browser is sent there.
+// progress appears; the browser is sent there. A reply workflow answers in
+// a conversation, so for it the brief opens a console session as the
+// command "/<command> <brief>", which the session's turn enqueues there.
 func (c *Console) workflowEnqueue(w http.ResponseWriter, r *http.Request) {
 	wf, err := c.workflowLookup(r)
 	if err != nil {
@@ -47,38 +45,29 @@ func (c *Console) workflowEnqueue(w http.ResponseWriter, r *http.Request) {
 	}
 	brief := strings.TrimSpace(r.PostFormValue("brief"))
 	dedupe := strings.TrimSpace(r.PostFormValue("dedupe_key"))
-	// Every refusal goes back to the workflow page (post/redirect/get) with
-	// the form's text in the URL, so nothing typed is lost and the page
-	// can be reloaded.
-	again := func(msg string) {
-		q := url.Values{}
-		if len(brief) <= maxBriefInURL {
-			q.Set("brief", brief)
-		}
-		if dedupe != "" {
-			q.Set("dedupe_key", dedupe)
-		}
-		to := string(workflowURL(wf))
-		if len(q) > 0 {
-			to += "?" + q.Encode()
-		}
-		c.redirect(w, r, to+"#run-now", msg, true)
+	// A refusal answers with the workflow page itself, the form as it was
+	// sent: nothing typed is lost, however long.
+	again := func(status int, msg string) {
+		c.renderWorkflow(w, r, wf, status, brief, dedupe, msg)
 	}
-	if c.Engine == nil {
-		again("The workflow engine is not running.")
+	switch {
+	case c.Engine == nil:
+		again(http.StatusServiceUnavailable, "The workflow engine is not running.")
+		return
+	case brief == "":
+		again(http.StatusBadRequest, "Write a brief for the run.")
 		return
 	}
-	if brief == "" {
-		again("Write a brief for the run.")
+	if c.replies(r, wf) {
+		c.runInConversation(w, r, wf, brief, again)
 		return
 	}
 	item, created, err := c.Engine.Enqueue(r.Context(), engine.EnqueueParams{Command: wf.Command, DedupeKey: dedupe,
 		Payload: map[string]any{"brief": brief, "title": firstLine(brief)}, OwnerUID: actorOf(r)})
-	switch {
-	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalid), errors.Is(err, store.ErrForbidden):
-		again(store.ReasonOf(err))
+	if status, ok := refusalStatus(err); ok && !errors.Is(err, store.ErrNotFound) {
+		again(status, store.ReasonOf(err))
 		return
-	case err != nil:
+	} else if err != nil {
 		c.fail(w, r, err)
 		return
 	}
@@ -91,6 +80,41 @@ func (c *Console) workflowEnqueue(w http.ResponseWriter, r *http.Request) {
 		msg = "An item with that dedupe key already exists; showing it instead."
 	}
 	c.redirect(w, r, to, msg, false)
+}
+
+// replies says whether the workflow's current memo compiles to a manifest
+// with destination reply.
+func (c *Console) replies(r *http.Request, wf *store.Workflow) bool {
+	m, err := c.Store.MemoGetByID(r.Context(), wf.MemoID)
+	if err != nil {
+		return false
+	}
+	man, _ := c.Library.Compile(r.Context(), m.Body)
+	return man.Replies()
+}
+
+// runInConversation opens a console session with the brief as its first
+// message, a slash command the session's turn enqueues in that session.
+func (c *Console) runInConversation(w http.ResponseWriter, r *http.Request, wf *store.Workflow, brief string, again func(int, string)) {
+	text := wf.Command + " " + brief
+	if err := store.CheckText("brief", text, 0); err != nil {
+		again(http.StatusBadRequest, store.ReasonOf(err))
+		return
+	}
+	s, err := c.openSession(r, wf.Command+": "+firstLine(brief))
+	if status, ok := refusalStatus(err); ok {
+		again(status, store.ReasonOf(err))
+		return
+	} else if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	back := string(sessionURL(s.ID))
+	if _, err := c.Sessions.Message(r.Context(), s.ID, text, identity(r).Caller(), true); err != nil {
+		c.sessionFail(w, r, back, err)
+		return
+	}
+	c.redirect(w, r, back, "Started "+wf.Command+" in a new session: its reply appears below.", false)
 }
 
 func firstLine(s string) string {

@@ -245,8 +245,8 @@ func TestRunNow(t *testing.T) {
 
 	_, page = steward.get("/workflows/draft-memo")
 	require.Contains(t, page, "Run now")
-	status, page, _ = steward.postFollow("/workflows/draft-memo/enqueue", url.Values{"brief": {""}})
-	require.Equal(t, http.StatusOK, status)
+	status, page, _ = steward.post("/workflows/draft-memo/enqueue", url.Values{"brief": {""}})
+	require.Equal(t, http.StatusBadRequest, status)
 	require.Contains(t, page, "Write a brief")
 
 	status, _, resp := steward.post("/workflows/draft-memo/enqueue", url.Values{"brief": {"Herons at dusk"}, "dedupe_key": {"k1"}})
@@ -270,11 +270,12 @@ func TestRunNow(t *testing.T) {
 	admin := b.signedIn(t, "admin")
 	status, _, _ = admin.post("/workflows/draft-memo/status", url.Values{"status": {"paused"}})
 	require.Equal(t, http.StatusSeeOther, status)
-	status, page, landed := steward.postFollow("/workflows/draft-memo/enqueue", url.Values{"brief": {"paused brief"}})
-	require.Equal(t, http.StatusOK, status)
+	long := strings.Repeat("a paused brief that goes on ", 400) // past what a URL would carry
+	status, page, _ = steward.post("/workflows/draft-memo/enqueue", url.Values{"brief": {long}, "dedupe_key": {"k2"}})
+	require.Equal(t, http.StatusConflict, status)
 	require.Contains(t, page, "not live")
-	require.Contains(t, page, ">paused brief</textarea>", "the brief is kept for another try")
-	require.Contains(t, landed, "/workflows/draft-memo?")
+	require.Contains(t, page, ">"+strings.TrimSpace(long)+"</textarea>", "the brief is kept for another try, however long")
+	require.Contains(t, page, `value="k2"`, "and the dedupe key")
 }
 
 func TestRunsPageOlderLink(t *testing.T) {
@@ -303,4 +304,43 @@ func TestRunsPageOlderLink(t *testing.T) {
 	require.Contains(t, page, all[2].ID)
 	require.NotContains(t, page, all[0].ID)
 	require.NotContains(t, page, `rel="next"`, "the last page links nowhere")
+}
+
+// A reply workflow answers in a conversation, so its Run now opens one in
+// the console: the run's reply lands in that session, never a failed
+// dispatch for want of somewhere to reply.
+func TestRunNowReplyWorkflow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	steward := b.signedIn(t, "steward")
+
+	_, page := steward.get("/workflows/summarize-thread")
+	require.Contains(t, page, "Run now")
+	require.Contains(t, page, "the brief starts a new console session")
+	require.NotContains(t, page, `name="dedupe_key"`, "a conversation's run is keyed by its message")
+
+	status, _, resp := steward.post("/workflows/summarize-thread/enqueue", url.Values{"brief": {"Herons at dusk"}})
+	require.Equal(t, http.StatusSeeOther, status)
+	loc := resp.Header.Get("Location")
+	require.True(t, strings.HasPrefix(loc, "/sessions/"), loc)
+	s, err := b.sess.GetByID(ctx, strings.TrimPrefix(loc, "/sessions/"))
+	require.NoError(t, err)
+	require.Equal(t, store.OriginUser, s.Origin, "a console conversation")
+	var run *store.Run
+	require.Eventually(t, func() bool {
+		runs, err := b.db.RunList(ctx, &store.RunListParams{SessionID: s.ID})
+		require.NoError(t, err)
+		if len(runs) == 1 && runs[0].Status != store.RunRunning {
+			run = runs[0]
+			return true
+		}
+		return false
+	}, 20*time.Second, 20*time.Millisecond, "the run ends")
+	require.Equal(t, store.RunSucceeded, run.Status, run.Error)
+	require.Equal(t, "/summarize-thread", run.Command)
+	require.Eventually(t, func() bool {
+		_, page := steward.get(loc)
+		return strings.Contains(page, `data-type="assistant_message"`) && strings.Contains(page, "Herons at dusk")
+	}, 20*time.Second, 50*time.Millisecond, "the reply is in the session")
 }

@@ -267,7 +267,7 @@ func (c *Console) runView(ctx context.Context, run *store.Run, d engine.Decider)
 		}
 		v.Dispatch = append(v.Dispatch, templates.Link{Label: label, URL: memoURL(run.DispatchMemoID)})
 	}
-	if run.Status == store.RunSucceeded && m.Policy.Destination == workflow.DestinationReply && run.SessionID != "" {
+	if run.Status == store.RunSucceeded && m.Replies() && run.SessionID != "" {
 		v.Dispatch = append(v.Dispatch, templates.Link{Label: "A reply in the session's thread", URL: sessionURL(run.SessionID)})
 	}
 	v.Lead, v.LeadBad = runLead(run, hold, v.Dispatch, now)

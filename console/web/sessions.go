@@ -211,18 +211,23 @@ func (c *Console) sessionCreate(w http.ResponseWriter, r *http.Request) {
 	if title == "" {
 		title = "Console session " + c.Now().UTC().Format("2 Jan 15:04")
 	}
-	id := identity(r)
-	// A session is listed only once it has events, so it starts with one
-	// saying who opened it.
-	s, err := c.Sessions.Create(r.Context(), sessions.CreateParams{Title: title,
-		Source: sessions.Source{Via: sessions.ViaConsole, UserID: id.UserID, Username: id.Username},
-		Events: []*store.EventAppendParams{transcript.EncodePtr(transcript.Context{Fields: map[string]any{"openedBy": id.Username, "via": "console"}},
-			actorOf(r))}})
+	s, err := c.openSession(r, title)
 	if err != nil {
 		c.sessionFail(w, r, "/sessions", err)
 		return
 	}
 	c.redirect(w, r, "/sessions/"+s.ID, "Session started. Write below to talk to Holdfast.", false)
+}
+
+// openSession starts a console session for the signed-in user. A session
+// is listed only once it has events, so it starts with one saying who
+// opened it.
+func (c *Console) openSession(r *http.Request, title string) (*store.Session, error) {
+	id := identity(r)
+	return c.Sessions.Create(r.Context(), sessions.CreateParams{Title: title,
+		Source: sessions.Source{Via: sessions.ViaConsole, UserID: id.UserID, Username: id.Username},
+		Events: []*store.EventAppendParams{transcript.EncodePtr(transcript.Context{Fields: map[string]any{"openedBy": id.Username, "via": "console"}},
+			actorOf(r))}})
 }
 
 // sessionFail turns a client mistake into a flash on the page the form

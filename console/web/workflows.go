@@ -86,7 +86,8 @@ func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, wf *sto
 	v.Usage = usagePhrase(sumUsage(usage, func(u *store.Usage) bool { return u.Key == wf.Command }), "")
 	// Compile afresh: Gate and Hook memos may have appeared or gone since
 	// the memo was last written, and the page must show what a run would see.
-	_, errs := c.Library.Compile(r.Context(), m.Body)
+	man, errs := c.Library.Compile(r.Context(), m.Body)
+	v.Replies = man.Replies()
 	byLine := map[int][]string{}
 	for _, e := range errs {
 		byLine[e.Line] = append(byLine[e.Line], e.Message)

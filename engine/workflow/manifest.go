@@ -87,6 +87,12 @@ type Step struct {
 	Line   int        `json:"line"`
 }
 
+// Replies says whether the workflow answers in the conversation it was run
+// in (destination reply), which a surface needs to know before running it:
+// there must be a conversation to answer in. A nil manifest (a memo that
+// does not compile) replies nowhere.
+func (m *Manifest) Replies() bool { return m != nil && m.Policy.Destination == DestinationReply }
+
 // Policy holds the run-time knobs. Zero durations mean "no limit" so that a
 // manifest decoded from older JSON without those keys keeps its meaning.
 type Policy struct {
