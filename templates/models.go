@@ -462,18 +462,18 @@ type SourceLine struct {
 
 // WorkflowView is one workflow: trigger, status, source with errors, run-now.
 type WorkflowView struct {
-	Page        Page
-	Usage       string // tokens its runs used over the last 7 days, in a phrase
-	Command     string
-	Title       string
-	MemoURL     templ.SafeURL
-	Summary     string
-	Invoke      string
-	Status      string
-	Errors      []SourceLine // only the lines with errors, for the summary
-	Source      []SourceLine
-	CanAdmin    bool
-	CanRun      bool
+	Page     Page
+	Usage    string // tokens its runs used over the last 7 days, in a phrase
+	Command  string
+	Title    string
+	MemoURL  templ.SafeURL
+	Summary  string
+	Invoke   string
+	Status   string
+	Errors   []SourceLine // only the lines with errors, for the summary
+	Source   []SourceLine
+	CanAdmin bool
+	CanRun   bool
 	// Replies: the workflow's destination is reply, so Run now starts a
 	// conversation for it instead of enqueueing a bare item.
 	Replies     bool

@@ -3,7 +3,7 @@ package web
 import (
 	"errors"
 	"net/http"
-		"strings"
+	"strings"
 
 	"github.com/a-h/templ"
 
