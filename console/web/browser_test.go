@@ -576,3 +576,34 @@ func TestBrowserStewardFlow(t *testing.T) {
 		b.check("home-viewer")
 	})
 }
+
+// TestBrowserLongWords: titles, briefs and searches made of one unbroken
+// word (a URL, a pasted hash, a name with no spaces) wrap on a phone; no
+// page grows wider than the window.
+func TestBrowserLongWords(t *testing.T) {
+	t.Parallel()
+	bd := setup(t)
+	word := strings.Repeat("Longword", 40) // 320 characters, no break
+	item, hold := bd.heldRun(t, "slack:U9", word)
+	ses := bd.session(t, strings.Repeat("Sessiontitle", 41), "", sessions.ViaConsole) // 492
+	runs, err := bd.db.RunList(context.Background(), &store.RunListParams{SessionID: item.SessionID})
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+
+	b := newBrowser(t, bd.srv.URL)
+	b.signIn("steward", "/")
+	for _, p := range []struct{ name, path, wait string }{
+		{"long-home", "/", "#decidable"},
+		{"long-holds", "/holds", "#open-holds-list"},
+		{"long-hold", "/holds/" + hold.ID, "#hold-" + hold.ID},
+		{"long-run", "/runs/" + runs[0].ID, "#run-lead"},
+		{"long-runs", "/runs", "main"},
+		{"long-sessions", "/sessions", "#sessions"},
+		{"long-session", "/sessions/" + ses.ID, "#transcript"},
+		{"long-workflow-session", "/sessions/" + item.SessionID, "#transcript"},
+		{"long-memo-search", "/memos?q=" + word, "main"},
+	} {
+		b.open(p.path, p.wait)
+		b.check(p.name)
+	}
+}
