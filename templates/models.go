@@ -179,6 +179,11 @@ type HoldRow struct {
 	AgeText     string // "waiting 3h"
 	PreviewHTML string
 	PreviewText string // the raw output, prefilled into the edit box
+	// DraftComment and DraftOutput are the viewer's own refused attempt's
+	// text, given back to the form in place of the blank comment and the
+	// run's output.
+	DraftComment string
+	DraftOutput  string
 	Approvals   string // "1 of 2" when more than one approval is needed
 	DecidedBy   string
 	DecidedVia  string

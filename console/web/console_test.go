@@ -197,6 +197,26 @@ func TestMemoProvenanceAndEditing(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, m.Body, "The admin's version.", "nothing was clobbered")
 
+	// A refused save answers with the form as sent: nothing typed is lost.
+	for _, tc := range []struct {
+		name, title, body, reason string
+		status                    int
+	}{
+		{"BlankTitle", " ", "# \n\nA body worth keeping.", "title", http.StatusBadRequest},
+		{"BodyOver1MiB", "Beaver dams", strings.Repeat("dam ", 300_000) + "worth keeping.", "1048576 bytes", http.StatusRequestEntityTooLarge},
+	} {
+		status, page, _ := steward.post(memoPath+"/edit", url.Values{"expected_version": {"2"}, "title": {tc.title}, "body": {tc.body}, "notes": {"my notes"}})
+		require.Equal(t, tc.status, status, tc.name)
+		require.Contains(t, page, `id="me-error"`, tc.name)
+		require.Contains(t, page, tc.reason, tc.name)
+		require.Contains(t, page, "worth keeping.</textarea>", "%s: the body is kept", tc.name)
+		require.Contains(t, page, `value="my notes"`, "%s: and the notes", tc.name)
+		require.Contains(t, page, `name="expected_version" value="2"`, tc.name)
+	}
+	m, err = b.db.MemoGetByID(ctx, run.DispatchMemoID)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), m.ContentVersion, "nothing was saved")
+
 	// Paging: 60 memos make a second page.
 	for i := range 60 {
 		_, err := b.lib.Create(ctx, libraryMemo(i))

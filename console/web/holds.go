@@ -384,7 +384,12 @@ func (c *Console) holdLive(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, templates.HoldsLiveFragment(v))
 }
 
-func (c *Console) holdView(ctx context.Context, h *store.Hold, id *auth.Identity) (templates.HoldView, error) {
+// holdView is the hold page. attempt, when not 0, is the audited attempt
+// the page was sent to show (PRG): ?attempt=<audit id>, so the page can be
+// reloaded and shared with its message. A refused attempt of the viewer's
+// own gives its comment and edited output back to the form, so nothing
+// typed is lost; anyone else following the link sees the form as it is.
+func (c *Console) holdView(ctx context.Context, h *store.Hold, id *auth.Identity, attempt int64) (templates.HoldView, error) {
 	var v templates.HoldView
 	rights, err := c.rightsOf(ctx, id.Caller())
 	if err != nil {
@@ -401,6 +406,19 @@ func (c *Console) holdView(ctx context.Context, h *store.Hold, id *auth.Identity
 		return v, err
 	}
 	v.Audit = c.auditRows(ds)
+	for i, d := range ds {
+		if d.ID != attempt || attempt == 0 {
+			continue
+		}
+		v.Audit[i].Highlight = true
+		v.Attempt = attemptNote(v.Audit[i], id.Username)
+		if v.Attempt.Refused && d.DecidedBy == id.Name() && h.Status == store.HoldOpen {
+			v.Hold.DraftComment = d.Comment
+			if d.Output != nil {
+				v.Hold.DraftOutput = *d.Output
+			}
+		}
+	}
 	if h.EditedOutput != nil {
 		v.Diff = lineDiff(h.Output, *h.EditedOutput)
 		if c.Engine != nil {
@@ -439,20 +457,11 @@ func (c *Console) holdShow(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	v, err := c.holdView(ctx, h, identity(r))
+	attempt, _ := strconv.ParseInt(r.URL.Query().Get("attempt"), 10, 64)
+	v, err := c.holdView(ctx, h, identity(r), attempt)
 	if err != nil {
 		c.fail(w, r, err)
 		return
-	}
-	// A decision form's outcome (PRG): ?attempt=<audit id> names the attempt
-	// to show, so the page can be reloaded and shared with its message.
-	if a, err := strconv.ParseInt(r.URL.Query().Get("attempt"), 10, 64); err == nil {
-		for i := range v.Audit {
-			if v.Audit[i].ID == a {
-				v.Audit[i].Highlight = true
-				v.Attempt = attemptNote(v.Audit[i], identity(r).Username)
-			}
-		}
 	}
 	v.Page = c.page(w, r, v.Hold.Title, "holds")
 	c.render(w, r, http.StatusOK, templates.HoldPage(v))

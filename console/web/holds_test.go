@@ -108,9 +108,16 @@ func TestHoldDecisions(t *testing.T) {
 
 	t.Run("ApproveEditedOutput", func(t *testing.T) {
 		_, h := b.heldRun(t, "slack:U9", "edit me")
-		status, page, _ := steward.postFollow("/holds/"+h.ID+"/decision", url.Values{"decision": {"approve"}, "output": {strings.Repeat("otters ", 3000)}})
+		tooLong := strings.Repeat("otters ", 3000) + "the end"
+		status, page, landed := steward.postFollow("/holds/"+h.ID+"/decision", url.Values{"decision": {"approve"}, "output": {tooLong}, "comment": {"trimmed it"}})
 		require.Equal(t, http.StatusOK, status)
 		require.Contains(t, page, "Your approval was refused: the edited output fails the Guard check max_chars", "a failing edit is refused naming the check")
+		require.Contains(t, page, ">"+tooLong+"</textarea>", "the refused edit is back in the box, to shorten")
+		require.Contains(t, page, `<details class="edit" open>`, "opened")
+		require.Contains(t, page, `value="trimmed it"`, "and the comment")
+		require.Contains(t, landed, "?attempt=")
+		_, other := b.signedIn(t, "admin").get(strings.TrimPrefix(landed, b.srv.URL))
+		require.NotContains(t, other, tooLong, "another steward following the link sees the run's own output to edit")
 		edited := "# Edited title\r\n\r\nA steward rewrote this."
 		status, _, _ = steward.post("/holds/"+h.ID+"/decision", url.Values{"decision": {"approve"}, "output": {edited}})
 		require.Equal(t, http.StatusSeeOther, status)

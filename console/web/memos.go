@@ -203,8 +203,7 @@ func (c *Console) memoEditForm(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusForbidden, "Not allowed", "Stewards edit memos; workflow memos are edited by admins.")
 		return
 	}
-	v := templates.MemoEditView{ID: m.ID, URL: memoURL(m.ID), Action: "/memos/" + m.ID + "/edit", Title: m.Title, Body: m.Body,
-		Notes: m.Notes, Version: m.ContentVersion}
+	v := memoEditView(m, m.Title, m.Body, m.Notes, m.ContentVersion)
 	if id := r.URL.Query().Get("draft"); id != "" {
 		d, err := c.Store.ConsoleDraftGetByID(ctx, id, from(ctx).session.ID)
 		var draft memoDraft
@@ -226,6 +225,12 @@ func (c *Console) memoEditForm(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Page = c.page(w, r, "Edit "+m.Title, "memos")
 	c.render(w, r, http.StatusOK, templates.MemoEditPage(v))
+}
+
+// memoEditView is the edit form of m filled with the given text.
+func memoEditView(m *store.Memo, title, body, notes string, version int64) templates.MemoEditView {
+	return templates.MemoEditView{ID: m.ID, URL: memoURL(m.ID), Action: "/memos/" + m.ID + "/edit", Title: title, Body: body,
+		Notes: notes, Version: version}
 }
 
 // memoEdit saves a memo with compare-and-set on its version. A lost race
@@ -263,7 +268,13 @@ func (c *Console) memoEdit(w http.ResponseWriter, r *http.Request) {
 		c.redirect(w, r, back+"?draft="+id+"#conflict", "", false)
 		return
 	case errors.Is(err, store.ErrInvalid):
-		c.redirect(w, r, back, store.ReasonOf(err), true)
+		// Refused as sent (a blank title, a body past 1 MiB): the form
+		// again with the caller's text, which no redirect could carry.
+		status, _ := refusalStatus(err)
+		v := memoEditView(m, title, body, notes, expected)
+		v.Error = store.ReasonOf(err)
+		v.Page = c.page(w, r, "Edit "+m.Title, "memos")
+		c.render(w, r, status, templates.MemoEditPage(v))
 		return
 	case err != nil:
 		c.fail(w, r, err)
