@@ -184,14 +184,14 @@ type HoldRow struct {
 	// run's output.
 	DraftComment string
 	DraftOutput  string
-	Approvals   string // "1 of 2" when more than one approval is needed
-	DecidedBy   string
-	DecidedVia  string
-	DecidedAt   Time
-	Comment     string
-	Edited      bool // approved with an edited output
-	SessionURL  templ.SafeURL
-	SlackURL    templ.SafeURL // the Slack thread, when known
+	Approvals    string // "1 of 2" when more than one approval is needed
+	DecidedBy    string
+	DecidedVia   string
+	DecidedAt    Time
+	Comment      string
+	Edited       bool // approved with an edited output
+	SessionURL   templ.SafeURL
+	SlackURL     templ.SafeURL // the Slack thread, when known
 	// CanDecide shows the decision form (the viewer is a steward and the
 	// hold is open); CanApprove enables its Approve, else ApproveWhy says
 	// why not. WhyNot explains a missing form (a viewer).
