@@ -517,21 +517,23 @@ type MemosView struct {
 
 // MemoView is one memo, rendered.
 type MemoView struct {
-	Page       Page
-	ID         string
-	Title      string
-	MemoType   string
-	Tags       []string
-	Notes      string
-	Unlisted   bool
-	Version    int64
-	Created    Time
-	Updated    Time
-	HTML       string // goldmark output with raw HTML escaped; safe to embed
-	Workflow   *Link
-	Provenance *Provenance
-	CanEdit    bool
-	EditURL    templ.SafeURL
+	Page     Page
+	ID       string
+	Title    string
+	MemoType string
+	Tags     []string
+	Notes    string
+	Unlisted bool
+	Version  int64
+	Created  Time
+	Updated  Time
+	HTML     string // goldmark output with raw HTML escaped; safe to embed
+	Workflow *Link
+	// WorkflowErrors says how the workflow fails to compile, if it does.
+	WorkflowErrors string
+	Provenance     *Provenance
+	CanEdit        bool
+	EditURL        templ.SafeURL
 }
 
 // Provenance is how a memo came to be: the run that published it, its hold

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -324,4 +325,31 @@ func TestSlackPermalinks(t *testing.T) {
 
 func libraryMemo(i int) library.CreateParams {
 	return library.CreateParams{Title: fmt.Sprintf("Heron note %02d", i), Body: "Herons wade at dusk."}
+}
+
+// An edit that breaks a workflow is saved (the memo is text first), and the
+// admin is told at once that the workflow no longer compiles, and where.
+func TestMemoEditBreaksWorkflow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	admin := b.signedIn(t, "admin")
+	wf, err := b.db.WorkflowGetByCommand(ctx, "/draft-memo")
+	require.NoError(t, err)
+	m, err := b.db.MemoGetByID(ctx, wf.MemoID)
+	require.NoError(t, err)
+	broken := strings.Replace(m.Body, "- **Destination**", "- **Priority** high\n- **Destination**", 1)
+	require.NotEqual(t, m.Body, broken)
+	line := strings.Count(broken[:strings.Index(broken, "- **Priority**")], "\n") + 1
+
+	status, page, landed := admin.postFollow("/memos/"+m.ID+"/edit", url.Values{"expected_version": {strconv.FormatInt(m.ContentVersion, 10)},
+		"title": {m.Title}, "body": {broken}})
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "/workflows/draft-memo", landed, "the workflow's page, where the errors are marked")
+	require.Contains(t, page, "Saved: version 2, but /draft-memo does not compile")
+	require.Contains(t, page, fmt.Sprintf("line %d", line))
+	require.Contains(t, page, "unknown field &#34;Priority&#34;")
+
+	_, page = admin.get("/memos/" + m.ID)
+	require.Contains(t, page, "It does not compile: 1 error (line", "the memo's page says so too")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -145,6 +146,9 @@ func (c *Console) memoShow(w http.ResponseWriter, r *http.Request) {
 	if m.MemoType == store.MemoTypeWorkflow {
 		if wf, err := c.Store.WorkflowGetByMemoID(ctx, m.ID); err == nil {
 			v.Workflow = &templates.Link{Label: workflowLabel(wf), URL: workflowURL(wf)}
+			if len(wf.Errors) > 0 {
+				v.WorkflowErrors = compileSummary(wf.Errors)
+			}
 		}
 	}
 	if v.Provenance, err = c.provenance(ctx, m); err != nil {
@@ -280,5 +284,26 @@ func (c *Console) memoEdit(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	c.redirect(w, r, "/memos/"+up.ID, "Saved: version "+strconv.FormatInt(up.ContentVersion, 10)+".", false)
+	saved := "Saved: version " + strconv.FormatInt(up.ContentVersion, 10)
+	if up.MemoType == store.MemoTypeWorkflow {
+		// A workflow memo is saved whether or not it compiles (it is text
+		// first), but a broken one takes no runs: say so where the errors
+		// are marked beside the source.
+		if wf, err := c.Store.WorkflowGetByMemoID(ctx, up.ID); err == nil && len(wf.Errors) > 0 {
+			c.redirect(w, r, string(workflowURL(wf)), saved+", but "+workflowLabel(wf)+" "+compileSummary(wf.Errors)+
+				", so it takes no runs until it is fixed.", true)
+			return
+		}
+	}
+	c.redirect(w, r, "/memos/"+up.ID, saved+".", false)
+}
+
+// compileSummary says how a workflow fails to compile, naming the first
+// error's line.
+func compileSummary(errs []store.CompileError) string {
+	n := "1 error"
+	if len(errs) > 1 {
+		n = strconv.Itoa(len(errs)) + " errors"
+	}
+	return fmt.Sprintf("does not compile: %s (line %d: %s)", n, errs[0].Line, errs[0].Message)
 }
