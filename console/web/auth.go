@@ -120,8 +120,13 @@ func (c *Console) requireSession(next http.Handler) http.Handler {
 			// page to the sign-in form instead of failing every second.
 			if r.Header.Get("HX-Request") != "" {
 				w.Header().Set("HX-Redirect", "/login")
+				http.Error(w, "sign in first", http.StatusUnauthorized)
+				return
 			}
-			http.Error(w, "sign in first", http.StatusUnauthorized)
+			// A form sent after the sign-in ended: nothing is done, and the
+			// answer is the sign-in form, leading back to the form's page.
+			c.renderLogin(w, r, http.StatusUnauthorized, "", "Your sign-in has ended, so that was not sent. Sign in, then send it again.",
+				safeNext(refererPath(r)))
 			return
 		}
 		ctx := auth.With(context.WithValue(r.Context(), ctxKey{}, cur), cur.id)
@@ -161,6 +166,16 @@ func safeNext(next string) string {
 		return "/"
 	}
 	return next
+}
+
+// refererPath is the path and query of the page a request came from when
+// that page is this site's, else "".
+func refererPath(r *http.Request) string {
+	u, err := url.Parse(r.Referer())
+	if err != nil || u.Host != r.Host {
+		return ""
+	}
+	return u.RequestURI()
 }
 
 // localPath: one leading slash, no "//", no backslash, no control

@@ -384,3 +384,25 @@ func TestExpiredSignInRedirectsLiveParts(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, status)
 	require.Equal(t, "/login", resp.Header.Get("HX-Redirect"), "a poll after sign-out sends the page to the sign-in form")
 }
+
+// A form sent after the sign-in ended changes nothing and answers with the
+// sign-in form, which returns to the page the form was on.
+func TestExpiredSignInFormPost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	_, hold := b.heldRun(t, "slack:U9", "after sign-out")
+	status, page, resp := c.do(http.MethodPost, "/holds/"+hold.ID+"/decision", url.Values{"decision": {"approve"}},
+		map[string]string{"Referer": b.srv.URL + "/holds/" + hold.ID})
+	require.Equal(t, http.StatusUnauthorized, status)
+	require.Contains(t, resp.Header.Get("Content-Type"), "text/html")
+	require.Contains(t, page, "Your sign-in has ended")
+	require.Contains(t, page, `id="username"`, "the sign-in form itself")
+	require.Contains(t, page, `value="/holds/`+hold.ID+`"`, "which returns to the hold")
+	h, err := b.db.HoldGetByID(context.Background(), hold.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.HoldOpen, h.Status, "nothing changed")
+
+	_, page, _ = c.do(http.MethodPost, "/sessions", url.Values{"title": {"x"}}, map[string]string{"Referer": "https://evil.example/sessions"})
+	require.Contains(t, page, `name="next" value="/"`, "another site's page is not a place to return to")
+}
