@@ -288,3 +288,36 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 		require.Equal(t, fmt.Sprintf("reply %d", i), p.Form["text"])
 	}
 }
+
+// TestMirrorKeepsLineBreaks: Slack shows every newline as a line break, and
+// whoever wrote a reply or a memo line by line (a model's bullets, a list
+// typed with •) sees it in the thread line by line, not run together.
+func TestMirrorKeepsLineBreaks(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, standIns())
+	root := tb.ts()
+	tb.event(t, "EvLB0", mention("CLB", "U1", root, "", "help"))
+	tb.inboxDrained(t)
+	ses := tb.threadSession(t, "CLB", root)
+
+	tb.appendEvent(t, ses.ID, "assistant_message", map[string]any{"text": "Plan:\n• a\n• b\nthen **ship** it"})
+	reply := tb.waitPost(t, "CLB", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Plan:") })
+	require.Equal(t, "Plan:\n• a\n• b\nthen *ship* it", sectionText(t, reply))
+
+	tb.appendEvent(t, ses.ID, "memo_dispatched", map[string]any{"runId": "run_1", "memoId": "mem_1", "title": "Notes",
+		"body": "# Notes\n\nfirst line\nsecond line\n\n> quoted\n> twice"})
+	memo := tb.waitPost(t, "CLB", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "first line") })
+	require.Equal(t, "*Notes*\n\nfirst line\nsecond line\n\n> quoted\n> twice", sectionText(t, memo))
+}
+
+// sectionText is the mrkdwn of a post's sections, one after another.
+func sectionText(t *testing.T, c fakeslack.Call) string {
+	t.Helper()
+	var parts []string
+	for _, b := range blocksOf(t, c) {
+		if tx, ok := b["text"].(map[string]any); ok && b["type"] == "section" {
+			parts = append(parts, tx["text"].(string))
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}

@@ -343,12 +343,12 @@ func (r *renderer) inline(b *strings.Builder, n ast.Node, st style) {
 		} else {
 			b.WriteString(esc(r.unescape(v)))
 		}
-		if n.HardLineBreak() {
+		if n.HardLineBreak() || n.SoftLineBreak() {
+			// CommonMark joins a soft break into a space, but Slack keeps
+			// every newline as a line break, and its people (and models
+			// writing for them) put one where they mean it: "• a\n• b" is
+			// two lines to whoever typed it.
 			b.WriteByte('\n')
-		} else if n.SoftLineBreak() {
-			// CommonMark renders a soft break as a space; Slack would show
-			// a newline, re-wrapping the author's paragraph.
-			b.WriteByte(' ')
 		}
 	case *ast.String:
 		if n.IsCode() || n.IsRaw() {
