@@ -222,6 +222,59 @@ func TestEnqueueOnceAcrossRedeliveries(t *testing.T) {
 	require.Len(t, tb.slack.Calls("chat.postMessage"), 3, "one reply per message, none for redeliveries")
 }
 
+// TestMessageDeliveredTwiceAnsweredOnce: Slack can deliver one message as
+// two events with different event_ids (two app_mentions, or a DM twice);
+// the thread sees one answer and the transcript one line, whichever the
+// command, and a message delivered twice in a bound thread is recorded once.
+func TestMessageDeliveredTwiceAnsweredOnce(t *testing.T) {
+	t.Parallel()
+	o := standIns()
+	eng := newRecordingEngine()
+	o.engine = func(*testBundle) bridge.Engine { return eng }
+	tb := setup(t, o)
+	tb.addWorkflow(t, "/draft-memo", "live", "Drafts")
+
+	chat := tb.ts()
+	tb.event(t, "EvTw1", mention("CTW", "U1", chat, "", "hello there"))
+	tb.event(t, "EvTw2", mention("CTW", "U1", chat, "", "hello there"))
+	help, enq := tb.ts(), tb.ts()
+	tb.event(t, "EvTw3", mention("CTW", "U1", help, chat, "help"))
+	tb.event(t, "EvTw4", mention("CTW", "U1", enq, chat, "draft-memo Otters"))
+	note := tb.ts()
+	tb.event(t, "EvTw5", message("CTW", "U2", note, chat, "a note for the record"))
+	tb.quiet(t)
+	// The second deliveries come after the first are answered, too.
+	tb.event(t, "EvTw6", mention("CTW", "U1", help, chat, "help"))
+	tb.event(t, "EvTw7", mention("CTW", "U1", enq, chat, "draft-memo Otters"))
+	tb.event(t, "EvTw8", message("CTW", "U2", note, chat, "a note for the record"))
+	dm := tb.ts()
+	tb.event(t, "EvTw9", dmMessage("DTW", "U1", dm, "hello in private"))
+	tb.event(t, "EvTw10", dmMessage("DTW", "U1", dm, "hello in private"))
+	tb.quiet(t)
+
+	var said []string
+	for _, c := range tb.posts("CTW", chat) {
+		said = append(said, firstLine(c.Form["text"]))
+	}
+	require.Len(t, said, 3, "one chat reply, one help, one queued line: %q", said)
+	require.Len(t, tb.posts("DTW", ""), 1, "one answer to the DM")
+	enqs, _ := eng.snapshot()
+	require.Len(t, enqs, 1)
+	require.Equal(t, []string{"user_message", "assistant_message", "user_message", "user_message", "user_message"},
+		tb.eventTypes(t, tb.threadSession(t, "CTW", chat).ID), "each message is in the transcript once")
+}
+
+func dmMessage(channel, user, ts, text string) map[string]any {
+	m := message(channel, user, ts, "", text)
+	m["channel_type"] = "im"
+	return m
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
 func TestInboxRetriesFailedDelivery(t *testing.T) {
 	t.Parallel()
 	o := standIns()

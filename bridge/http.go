@@ -85,7 +85,7 @@ func (b *Bridge) serveEvents(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, env.Challenge)
 		return
 	case "event_callback":
-		if err := b.Accept(r.Context(), store.SlackKindEvent, env.EventID, eventThread(env), body); err != nil {
+		if err := b.Accept(r.Context(), store.SlackKindEvent, eventKey(env), eventThread(env), body); err != nil {
 			b.log.ErrorContext(r.Context(), "slack: storing event", slog.String("event_id", env.EventID), slog.Any("error", err))
 			httpError(w, http.StatusServiceUnavailable, "could not store the event; Slack will retry")
 			return

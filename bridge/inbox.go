@@ -190,6 +190,25 @@ func eventThread(env *Envelope) string {
 	return queueOf(m.Channel, m.Root())
 }
 
+// eventKey is the inbox key of an event delivery. Slack retries a delivery
+// under its event_id, but may also deliver one message as two events with
+// different ids (two app_mentions of it, a DM twice). A message is keyed
+// by what it is instead (its event type, channel and ts), so the inbox
+// stores it once however often it arrives, and what it causes, keyed by the
+// delivery (its transcript line, replies, the enqueue), happens once. The
+// type stays in the key: a mention's plain message copy must not take the
+// app_mention's place.
+func eventKey(env *Envelope) string {
+	m := env.Event
+	if env.Type != "event_callback" || env.EventErr != nil || m.Channel == "" || m.TS == "" || !relevantSubtype(m.Subtype) {
+		return env.EventID
+	}
+	if m.Type != "app_mention" && m.Type != "message" {
+		return env.EventID
+	}
+	return m.Type + ":" + m.Channel + ":" + m.TS
+}
+
 // handle processes one delivery; done reports that it already marked the
 // delivery processed (in the same transaction as its effect).
 func (b *Bridge) handle(ctx context.Context, it *store.SlackInboxItem) (done bool, err error) {

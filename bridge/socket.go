@@ -91,7 +91,7 @@ func (b *Bridge) socketEvent(ctx context.Context, client *socketmode.Client, evt
 		b.ack(ctx, client, req.EnvelopeID) // malformed: redelivery would not help
 		return
 	}
-	if err := b.Accept(ctx, store.SlackKindEvent, env.EventID, eventThread(env), json.RawMessage(req.Payload)); err != nil {
+	if err := b.Accept(ctx, store.SlackKindEvent, eventKey(env), eventThread(env), json.RawMessage(req.Payload)); err != nil {
 		b.log.Error("slack: storing socket mode delivery; leaving it unacknowledged", slog.String("envelope_id", req.EnvelopeID), slog.Any("error", err))
 		return
 	}

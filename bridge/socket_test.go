@@ -36,7 +36,8 @@ func TestSocketModeStoresThenAcks(t *testing.T) {
 	payload := eventBody("EvS1", mention("C9", "U1", root, "", "help"))
 	require.NoError(t, tb.slack.SendEnvelope("env-1", "events_api", payload))
 	ack("env-1")
-	added, err := tb.store.SlackInboxAdd(tb.ctx, []*store.SlackInboxAddParams{{Key: "EvS1", Kind: store.SlackKindEvent, Body: payload}})
+	// A message is stored under what it is, not under its event_id.
+	added, err := tb.store.SlackInboxAdd(tb.ctx, []*store.SlackInboxAddParams{{Key: "app_mention:C9:" + root, Kind: store.SlackKindEvent, Body: payload}})
 	require.NoError(t, err)
 	require.Equal(t, []bool{false}, added, "stored before it was acknowledged")
 

@@ -39,7 +39,7 @@ func TestOneTraceFromMentionToMemoPost(t *testing.T) {
 
 	var delivery sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {
-		if s.Name() == "slack.delivery" && spanAttrs(s)["slack.delivery.key"] == "EvTrace1" {
+		if s.Name() == "slack.delivery" && spanAttrs(s)["slack.delivery.key"] == "app_mention:CT:"+root {
 			delivery = s
 		}
 	}

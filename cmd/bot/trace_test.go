@@ -259,7 +259,7 @@ func TestBinaryTraces(t *testing.T) {
 		var tid string
 		require.Eventually(t, func() bool {
 			ds := recv.find(func(s otlpSpan) bool {
-				return s.Name == "slack.delivery" && s.Attrs["slack.delivery.key"] == "EvBinTrace"
+				return s.Name == "slack.delivery" && s.Attrs["slack.delivery.key"] == "app_mention:C1:"+root
 			})
 			if len(ds) == 0 {
 				return false
