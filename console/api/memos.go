@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -69,11 +68,7 @@ func (a *API) memoList(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, http.StatusForbidden, "unlisted memos are listed for stewards and admins only")
 		return
 	}
-	size := memoListSize
-	if strings.TrimSpace(q.Get("q")) != "" {
-		size = search.DefaultLimit
-	}
-	p := sq.Params(time.Now(), size)
+	p := sq.ListParams(time.Now(), memoListSize)
 	p.IncludeUnlisted = unlisted
 	memos, err := a.Store.MemoSearch(r.Context(), p)
 	if err != nil {

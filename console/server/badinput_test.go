@@ -209,6 +209,10 @@ func TestBadInput(t *testing.T) {
 		{name: "ConsoleMemoSearchBadFilter", r: request{method: "GET", path: "/memos?q=since:lately", as: "cookie"}, want: 400},
 		{name: "ConsoleMemoSearchBadType", r: request{method: "GET", path: "/memos?type=recipe", as: "cookie"}, want: 400},
 		{name: "ConsoleSessionFilterNUL", r: request{method: "GET", path: "/sessions?q=%00", as: "cookie"}, want: 200},
+		{name: "ConsoleSessionOriginUnknown", r: request{method: "GET", path: "/sessions?origin=user,robot", as: "cookie"}, want: 400},
+		{name: "ConsoleSessionOriginsNone", r: request{method: "GET", path: "/sessions?origin=", as: "cookie"}, want: 200},
+		{name: "ConsoleMemosPageNotANumber", r: request{method: "GET", path: "/memos?page=abc", as: "cookie"}, want: 400},
+		{name: "ConsoleMemosPageZero", r: request{method: "GET", path: "/memos?page=0", as: "cookie"}, want: 400},
 
 		// Malformed query strings and cursors: 400, never a silent first page.
 		{name: "SessionsCursorPercent", r: request{method: "GET", path: "/api/sessions?cursor=%%", as: "viewer"}, want: 400},

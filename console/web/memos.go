@@ -55,6 +55,10 @@ func snippet(body string, n int) string {
 // memoPage is the library's page size when the search box is empty.
 const memoPage = 50
 
+// maxMemoPages bounds ?page=, so no request asks the store to skip past
+// what anyone pages through.
+const maxMemoPages = 1000
+
 func (c *Console) memoList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	v := templates.MemosView{Query: strings.TrimSpace(q.Get("q")), MemoType: q.Get("type"), PageNo: 1}
@@ -65,10 +69,17 @@ func (c *Console) memoList(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = sq.SetType(v.MemoType)
 	}
+	if err == nil && q.Has("page") {
+		n, perr := strconv.Atoi(q.Get("page"))
+		if perr != nil || n < 1 || n > maxMemoPages {
+			err = store.Refuse(store.ErrInvalid, "page must be a number from 1 to %d", maxMemoPages)
+		}
+		v.PageNo = n
+	}
 	if status, ok := refusalStatus(err); ok {
 		// The search page again, the query in its box and the reason
 		// beside it, so that it can be mended rather than retyped.
-		v.Error = store.ReasonOf(err)
+		v.Error, v.PageNo = store.ReasonOf(err), 1
 		v.Page = c.page(w, r, "Memos", "memos")
 		c.render(w, r, status, templates.MemosPage(v))
 		return
@@ -76,15 +87,8 @@ func (c *Console) memoList(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 1 && n <= 1000 {
-		v.PageNo = n
-	}
-	size := memoPage
-	if v.Query != "" {
-		size = search.DefaultLimit // a search pages by the grammar's default (SPEC §4.1)
-	}
-	p := sq.Params(time.Now(), size)
-	size = p.Limit
+	p := sq.ListParams(time.Now(), memoPage) // a search pages by its limit
+	size := p.Limit
 	p.Limit, p.Offset = size+1, (v.PageNo-1)*size
 	// Unlisted memos are listed for stewards and admins only (SPEC §7).
 	p.IncludeUnlisted = identity(r).AtLeast(store.RoleSteward)

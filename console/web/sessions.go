@@ -63,7 +63,8 @@ func parseSessionFilter(q url.Values) sessionFilter {
 	}
 	seen := map[string]bool{}
 	for _, part := range strings.Split(strings.Join(raw, ","), ",") {
-		if part = strings.TrimSpace(part); sessions.ValidOrigin(part) && !seen[part] {
+		// An unknown origin is kept, for the listing to refuse (400).
+		if part = strings.TrimSpace(part); part != "" && !seen[part] {
 			seen[part] = true
 			f.origins = append(f.origins, part)
 		}

@@ -62,6 +62,9 @@ type Query struct {
 	Since time.Duration
 	// Limit is limit:<n>, or 0 when the query gives none.
 	Limit int
+	// Written: the query has words or filters of its own, as opposed to
+	// an empty search box (whatever type a surface sets on it after).
+	Written bool
 }
 
 func refuse(format string, args ...any) error { return store.Refuse(store.ErrInvalid, format, args...) }
@@ -74,6 +77,7 @@ func Parse(s string) (*Query, error) {
 	var text []string
 	seenTag := map[string]bool{}
 	toks := tokenize(s)
+	q.Written = len(toks) > 0
 	for i := 0; i < len(toks); i++ {
 		tk := toks[i]
 		if tk.phrase {
@@ -249,6 +253,16 @@ func (q *Query) Params(now time.Time, defaultLimit int) *store.MemoSearchParams 
 		p.UpdatedSince = now.Add(-q.Since)
 	}
 	return p
+}
+
+// ListParams is Params for a library listing: a query someone wrote takes
+// the grammar's default limit (SPEC §4.1), an empty one lists listSize
+// memos, newest first.
+func (q *Query) ListParams(now time.Time, listSize int) *store.MemoSearchParams {
+	if q.Written {
+		return q.Params(now, DefaultLimit)
+	}
+	return q.Params(now, listSize)
 }
 
 // String writes the query in its canonical form: Parse(q.String()) is q.

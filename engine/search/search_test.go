@@ -51,6 +51,7 @@ func TestParse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Parse(tc.in)
 			require.NoError(t, err)
+			tc.want.Written = tc.in != "" // every case but Empty writes something
 			require.Equal(t, tc.want, *got)
 			again, err := Parse(got.String())
 			require.NoError(t, err, "the canonical form %q parses", got.String())
@@ -185,4 +186,26 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("canonical form %q of %q reads back as %+v, not %+v", q.String(), s, again, q)
 		}
 	})
+}
+
+// TestListParams: a query someone wrote takes the grammar's default limit,
+// an empty search box the listing's size, whatever type is set after.
+func TestListParams(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in, memoType string
+		want         int
+	}{
+		{"", "", 50},
+		{"", "workflow", 50},
+		{"   ", "", 50},
+		{"otters", "", DefaultLimit},
+		{"tag:brief", "any", DefaultLimit},
+		{"otters limit:12", "", 12},
+	} {
+		q, err := Parse(tc.in)
+		require.NoError(t, err)
+		require.NoError(t, q.SetType(tc.memoType))
+		require.Equal(t, tc.want, q.ListParams(time.Now(), 50).Limit, "%q %q", tc.in, tc.memoType)
+	}
 }
