@@ -98,6 +98,7 @@ func (b *Bridge) reviewModal(ctx context.Context, h *store.Hold) slack.ModalView
 	radio.InitialOption = approve
 	comment := slack.NewPlainTextInputBlockElement(plain("Why, for the requester and the audit"), "comment")
 	comment.Multiline = true
+	comment.MaxLength = store.MaxCommentChars
 	blocks := []slack.Block{
 		mrkdwnSection(about),
 		slack.NewInputBlock("decision", plain("Decision"), nil, radio),

@@ -68,6 +68,12 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) (*store.Hold, error
 	if p.Decision != "approve" && p.Decision != "reject" {
 		return nil, store.Refuse(store.ErrInvalid, `decision must be "approve" or "reject", got %q`, p.Decision)
 	}
+	if err := store.CheckText("comment", p.Comment, store.MaxCommentChars); err != nil {
+		return nil, err
+	}
+	if err := store.CheckMemoBody("the edited output", p.Output); err != nil {
+		return nil, err // published, it would be a memo body
+	}
 	h, err := e.store.HoldGetByID(ctx, p.HoldID)
 	if err != nil {
 		return nil, err

@@ -17,6 +17,9 @@ const (
 	MaxNameChars = 500
 	// MaxTags bounds the tags of one memo or session.
 	MaxTags = 50
+	// MaxCommentChars bounds a hold decision's comment or reason, in
+	// characters: a note for the requester and the audit, not a document.
+	MaxCommentChars = 2000
 	// MaxMemoBodyBytes bounds a memo body.
 	MaxMemoBodyBytes = 1 << 20
 	// MaxRequestBytes bounds an API request body and a console form; larger

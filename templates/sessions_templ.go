@@ -191,7 +191,7 @@ func SessionsPage(v SessionsView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<label class=\"sr-only\" for=\"new-title\">New session title</label> <input id=\"new-title\" type=\"text\" name=\"title\" placeholder=\"New session title\" maxlength=\"200\"> <button class=\"primary\" type=\"submit\">New session</button></form>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<label class=\"sr-only\" for=\"new-title\">New session title</label> <input id=\"new-title\" type=\"text\" name=\"title\" placeholder=\"New session title\" maxlength=\"500\"> <button class=\"primary\" type=\"submit\">New session</button></form>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
