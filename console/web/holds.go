@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,7 +88,7 @@ func (c *Console) holdCardStatus(ctx context.Context, card *templates.HoldCard, 
 		return
 	}
 	if h, err := c.Store.HoldGetByID(ctx, holdID); err == nil {
-		card.Status, card.DecidedBy, card.Via, card.Comment = h.Status, h.DecidedBy, h.DecidedVia, h.Comment
+		card.Status, card.DecidedBy, card.Via, card.Comment = h.Status, requester(h.DecidedBy, nil), h.DecidedVia, h.Comment
 		payloads, _ := c.holdPayloads(ctx, []*store.Hold{h})
 		card.Title = engine.HoldTitle(h, payloads[h.ItemID])
 	}
@@ -114,6 +115,15 @@ func requester(owner string, names map[string]string) string {
 	}
 }
 
+// engineNames are the identities engine texts name people by (a run's
+// error says "rejected by slack:U1"): peopleIn says them as requester does.
+var engineNames = regexp.MustCompile(`\b(?:slack:[UWB][A-Z0-9]+|key:key_[a-z0-9]+)\b`)
+
+// peopleIn names the people an engine text mentions for readers.
+func peopleIn(text string) string {
+	return engineNames.ReplaceAllStringFunc(text, func(uid string) string { return requester(uid, nil) })
+}
+
 // rightsOf resolves what the signed-in user may do with holds; nil when no
 // engine runs (nothing can be decided).
 func (c *Console) rightsOf(ctx context.Context, d engine.Decider) (*engine.Rights, error) {
@@ -129,7 +139,7 @@ func (c *Console) rightsOf(ctx context.Context, d engine.Decider) (*engine.Right
 func (c *Console) holdRow(h *store.Hold, payload map[string]any, rights *engine.Rights, names map[string]string) templates.HoldRow {
 	row := templates.HoldRow{ID: h.ID, URL: holdURL(h.ID), RunURL: runURL(h.RunID), RunID: h.RunID, Title: engine.HoldTitle(h, payload),
 		Command: h.Command, Workflow: h.WorkflowName, GateLabel: h.GateLabel, Requester: requester(h.OwnerUID, names), Status: h.Status,
-		Age: c.ago(h.CreatedAt), PreviewHTML: renderMarkdown(h.Preview), PreviewText: h.Output, DecidedBy: h.DecidedBy,
+		Age: c.ago(h.CreatedAt), PreviewHTML: renderMarkdown(h.Preview), PreviewText: h.Output, DecidedBy: requester(h.DecidedBy, names),
 		DecidedVia: h.DecidedVia, Comment: h.Comment, DecideURL: "/holds/" + h.ID + "/decision",
 		Edited: h.EditedOutput != nil && h.Status == store.HoldApproved, Sig: strconv.Itoa(len(h.Approvals))}
 	if row.GateLabel == "" {
@@ -437,7 +447,7 @@ func (c *Console) holdView(ctx context.Context, h *store.Hold, id *auth.Identity
 func (c *Console) auditRows(ds []*store.HoldDecision) []templates.AuditRow {
 	out := make([]templates.AuditRow, 0, len(ds))
 	for _, d := range ds {
-		row := templates.AuditRow{ID: d.ID, When: c.ago(d.CreatedAt), Who: d.DecidedBy, Via: d.Via, Decision: d.Decision,
+		row := templates.AuditRow{ID: d.ID, When: c.ago(d.CreatedAt), Who: requester(d.DecidedBy, nil), Via: d.Via, Decision: d.Decision,
 			Outcome: d.Outcome, Reason: d.Reason, Detail: d.Reason}
 		if d.Comment != "" {
 			row.Detail = strings.TrimSpace(row.Detail + " “" + d.Comment + "”")

@@ -351,3 +351,23 @@ func TestRunNowReplyWorkflow(t *testing.T) {
 		return strings.Contains(page, `data-type="assistant_message"`) && strings.Contains(page, "Herons at dusk")
 	}, 20*time.Second, 50*time.Millisecond, "the reply is in the session")
 }
+
+// Deciders are named for people on every page: an API key as "API key
+// <id>", never the engine's key:<id> identity.
+func TestDeciderNames(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	viewer := b.signedIn(t, "viewer")
+	_, h := b.heldRun(t, "user:someone", "decided by a key")
+	_, err := b.eng.Decide(ctx, engine.DecideParams{HoldID: h.ID, Decision: "reject", Comment: "no",
+		Decider: engine.Decider{KeyID: "key_ci", Role: store.RoleSteward, Via: "api"}})
+	require.NoError(t, err)
+	waitRun(t, b, h.RunID, store.RunCancelled)
+	for _, path := range []string{"/holds/" + h.ID, "/runs/" + h.RunID, "/sessions/" + h.SessionID, "/holds"} {
+		_, page := viewer.get(path)
+		require.Contains(t, page, "API key key_ci", path)
+		require.NotContains(t, page, "cancelled (cancelled)", path)
+		require.NotContains(t, page, "key:key_ci", path+" "+regexp.MustCompile(`.{0,120}key:key_ci.{0,60}`).FindString(page))
+	}
+}

@@ -92,7 +92,7 @@ func (c *Console) homeView(ctx context.Context, d engine.Decider) (templates.Hom
 		if row.ErrorKind == "" {
 			row.ErrorKind = run.Status
 		}
-		row.Error = firstSentence(run.Error, 140)
+		row.Error = firstSentence(peopleIn(run.Error), 140)
 		v.Failures = append(v.Failures, row)
 	}
 	return v, nil

@@ -210,7 +210,7 @@ func (c *Console) renderQueued(w http.ResponseWriter, r *http.Request, runID str
 func (c *Console) runView(ctx context.Context, run *store.Run, d engine.Decider) (templates.RunView, error) {
 	now := c.Now()
 	v := templates.RunView{ID: run.ID, Title: engine.RunTitle(run), Command: run.Command, Status: run.Status, Terminal: run.Settled(),
-		ErrorKind: run.ErrorKind, Error: run.Error, Item: run.ItemID, Started: c.ago(run.CreatedAt), RecoveryAttempts: run.RecoveryAttempts,
+		ErrorKind: run.ErrorKind, Error: peopleIn(run.Error), Item: run.ItemID, Started: c.ago(run.CreatedAt), RecoveryAttempts: run.RecoveryAttempts,
 		Runner: run.RunnerID, Heartbeat: c.ago(run.HeartbeatAt), RerunURL: "/runs/" + run.ID + "/rerun", CancelURL: "/runs/" + run.ID + "/cancel",
 		Usage: usagePhrase(store.Usage{Runs: 1, TokensIn: run.TokensIn, TokensOut: run.TokensOut}, run.Model)}
 	if run.Command != "" {
@@ -300,7 +300,7 @@ func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now ti
 			s += "; published “" + dispatch[0].Label + "”"
 		}
 		if hold != nil && hold.DecidedBy != "" {
-			s += ", approved by " + hold.DecidedBy
+			s += ", approved by " + requester(hold.DecidedBy, nil)
 			if hold.EditedOutput != nil {
 				s += " with edits"
 			}
@@ -308,7 +308,7 @@ func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now ti
 		return s + ".", false
 	case store.RunCancelled:
 		if hold != nil && hold.Status == store.HoldRejected {
-			s := "Rejected by " + hold.DecidedBy
+			s := "Rejected by " + requester(hold.DecidedBy, nil)
 			if hold.Comment != "" {
 				s += ": " + hold.Comment
 			}
@@ -317,7 +317,7 @@ func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now ti
 			}
 			return s + ". Nothing was published.", true
 		}
-		msg := strings.TrimSpace(run.Error)
+		msg := strings.TrimSpace(peopleIn(run.Error))
 		if msg == "" {
 			msg = "cancelled"
 		}
@@ -334,7 +334,7 @@ func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now ti
 			s += " — " + run.ErrorKind
 		}
 		if run.Error != "" {
-			s += ": " + firstSentence(run.Error, 300)
+			s += ": " + firstSentence(peopleIn(run.Error), 300)
 		}
 		return s, true
 	case store.RunSuspended:
@@ -346,7 +346,7 @@ func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now ti
 			return s + ".", false
 		}
 		if hold != nil && hold.Status == store.HoldApproved {
-			return "Approved by " + hold.DecidedBy + "; resuming.", false
+			return "Approved by " + requester(hold.DecidedBy, nil) + "; resuming.", false
 		}
 		return "Suspended.", false
 	case store.RunRunning:
@@ -389,7 +389,7 @@ func waterfall(run *store.Run, m workflow.Manifest, hold *store.Hold, now time.T
 		}
 		note := "open"
 		if hold.Status != store.HoldOpen {
-			note = hold.Status + " by " + hold.DecidedBy + " via " + hold.DecidedVia
+			note = hold.Status + " by " + requester(hold.DecidedBy, nil) + " via " + hold.DecidedVia
 		}
 		waitSeg = &seg{row: templates.WaterfallRow{Label: "Waiting for approval", Kind: "wait", Status: hold.Status,
 			Duration: durationText(max(to.Sub(hold.CreatedAt).Milliseconds(), 1)), Note: note}, from: hold.CreatedAt, to: to, ok: true}

@@ -461,7 +461,7 @@ func (c *Console) eventView(ctx context.Context, e *store.Event, names map[strin
 		v.Hold = card
 		runLink()
 	case transcript.HoldDecided:
-		v.Text = fmt.Sprintf("Hold %s by %s via %s", ev.Status, ev.DecidedBy, ev.DecidedVia)
+		v.Text = fmt.Sprintf("Hold %s by %s via %s", ev.Status, requester(ev.DecidedBy, names), ev.DecidedVia)
 		if ev.Comment != "" {
 			v.Text += ": “" + ev.Comment + "”"
 		}
@@ -476,8 +476,11 @@ func (c *Console) eventView(ctx context.Context, e *store.Event, names map[strin
 		runLink()
 	case transcript.RunFinished:
 		v.Text = "Run " + ev.Status
-		if ev.ErrorKind != "" {
-			v.Text += " (" + ev.ErrorKind + "): " + ev.Error
+		if ev.ErrorKind != "" && ev.ErrorKind != ev.Status {
+			v.Text += " (" + ev.ErrorKind + ")"
+		}
+		if ev.Error != "" {
+			v.Text += ": " + peopleIn(ev.Error)
 		}
 		runLink()
 	default:
