@@ -46,14 +46,24 @@ func Refuse(kind error, format string, args ...any) error {
 }
 
 // ReasonOf answers the sentence to show for err: a Refusal's reason, else
-// the error's text.
+// the error's text without the word of the sentinel it wraps ("conflict: "
+// before it, ": not found" after it), which says what kind of error it is
+// to code, not to the person reading it.
 func ReasonOf(err error) string {
 	var r *Refusal
 	if errors.As(err, &r) {
 		return r.Reason
 	}
-	return err.Error()
+	msg := err.Error()
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			msg = strings.TrimSuffix(strings.TrimPrefix(msg, s.Error()+": "), ": "+s.Error())
+		}
+	}
+	return msg
 }
+
+var sentinels = []error{ErrNotFound, ErrConflict, ErrForbidden, ErrInvalid, ErrTooLarge}
 
 // ErrStaleCompile refuses a memo write (or a re-index) that would leave a
 // workflow's index describing a library that no longer exists: a workflow

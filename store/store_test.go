@@ -1,8 +1,12 @@
 package store
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestNewIDSortsInCreationOrder: ids made one after another sort, as text,
@@ -22,5 +26,24 @@ func TestNewIDSortsInCreationOrder(t *testing.T) {
 		if ids[i] < ids[i-1] {
 			t.Fatalf("id %d sorts before the one made just before it: %s < %s", i, ids[i], ids[i-1])
 		}
+	}
+}
+
+// TestReasonOf: the sentence a surface shows for an error never starts
+// with a sentinel's own word ("conflict: …"), however the error was built.
+func TestReasonOf(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{Refuse(ErrInvalid, "title is required"), "title is required"},
+		{fmt.Errorf("%w: workflow /x is paused, not live", ErrConflict), "workflow /x is paused, not live"},
+		{fmt.Errorf("memo write: %w", Refuse(ErrConflict, "version 3 is not current")), "version 3 is not current"},
+		{fmt.Errorf("%w: payload.tags has 51 tags", ErrInvalid), "payload.tags has 51 tags"},
+		{fmt.Errorf("no workflow has the command /x: %w", ErrNotFound), "no workflow has the command /x"},
+		{errors.New("disk on fire"), "disk on fire"},
+	} {
+		require.Equal(t, tc.want, ReasonOf(tc.err), tc.err.Error())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -304,7 +305,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if wait > 0 {
 		w.Header().Set("Retry-After", retryAfter(wait))
 		c.renderLogin(w, r, http.StatusTooManyRequests, username,
-			"Too many failed sign-ins. Try again in "+wait.Round(time.Minute).String()+".", next)
+			"Too many failed sign-ins. Try again in "+plural(int64(math.Ceil(wait.Minutes())), "minute")+".", next)
 		return
 	}
 	u, err := c.Store.UserGetByUsername(r.Context(), username)

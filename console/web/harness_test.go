@@ -206,14 +206,21 @@ func (c *client) postFollow(path string, form url.Values) (int, string, string) 
 
 func (c *client) signIn(username, password string) (int, *http.Response) {
 	c.t.Helper()
+	status, _, resp := c.signInPage(username, password)
+	return status, resp
+}
+
+// signInPage is signIn answering the page too.
+func (c *client) signInPage(username, password string) (int, string, *http.Response) {
+	c.t.Helper()
 	_, page, _ := c.do(http.MethodGet, "/login", nil, nil)
 	m := csrfField.FindStringSubmatch(page)
 	require.NotNil(c.t, m, "the sign-in form carries a CSRF token")
-	status, _, resp := c.do(http.MethodPost, "/login", url.Values{"csrf_token": {m[1]}, "username": {username}, "password": {password}}, nil)
+	status, page, resp := c.do(http.MethodPost, "/login", url.Values{"csrf_token": {m[1]}, "username": {username}, "password": {password}}, nil)
 	if status == http.StatusSeeOther {
 		c.get("/sessions") // pick up the session's CSRF token
 	}
-	return status, resp
+	return status, page, resp
 }
 
 func (b *bundle) signedIn(t testing.TB, username string) *client {

@@ -124,9 +124,10 @@ func TestLoginThrottle(t *testing.T) {
 		status, _ := c.signIn("steward", "wrong")
 		require.Equal(t, http.StatusUnauthorized, status)
 	}
-	status, resp := c.signIn("steward", testPassword)
+	status, page, resp := c.signInPage("steward", testPassword)
 	require.Equal(t, http.StatusTooManyRequests, status, "even the right password waits once throttled")
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.Contains(t, page, "Try again in 15 minutes.", "the wait in words")
 	status, _ = c.signIn("viewer", testPassword)
 	require.Equal(t, http.StatusSeeOther, status, "the throttle is per username and address")
 }
