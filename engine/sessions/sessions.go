@@ -208,6 +208,9 @@ func (s *Service) GetByTag(ctx context.Context, tag string) (*store.Session, err
 	if tag == "" {
 		return nil, invalidf("tag is required")
 	}
+	if err := store.CheckName("tag", tag); err != nil {
+		return nil, err // no session holds a tag no session could have
+	}
 	return s.st.SessionGetByTag(ctx, tag)
 }
 
@@ -243,6 +246,15 @@ func (s *Service) Fork(ctx context.Context, id string, at time.Time, by Source) 
 	src, err := s.st.SessionGetByID(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	// A fork keeps the events up to at; one before the first would be an
+	// empty session, which no listing shows.
+	first, err := s.st.EventList(ctx, &store.EventListParams{SessionID: id, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(first) == 0 || at.Before(first[0].TS) {
+		return nil, invalidf("atTs is before the session's first event, so the fork would keep nothing; fork at an event's ts")
 	}
 	policy, err := s.policyAt(ctx, src, at)
 	if err != nil {
