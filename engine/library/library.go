@@ -496,7 +496,8 @@ func (s *Service) Update(ctx context.Context, p UpdateParams) (*store.Memo, erro
 }
 
 // ImportWorkflow creates or updates the workflow memo for body's Command,
-// which makes imports idempotent by command. It reports whether it created.
+// or, for a draft that declares none, the workflow memo with its title,
+// which makes imports idempotent. It reports whether it created.
 func (s *Service) ImportWorkflow(ctx context.Context, title, body string) (*store.Memo, bool, error) {
 	if title == "" {
 		title = workflow.FirstHeading([]byte(body))
@@ -504,23 +505,39 @@ func (s *Service) ImportWorkflow(ctx context.Context, title, body string) (*stor
 	if title == "" {
 		title = "Untitled workflow"
 	}
-	if cmd := commandOf(body); cmd != "" {
-		if w, err := s.store.WorkflowGetByCommand(ctx, cmd); err == nil {
-			cur, err := s.store.MemoGetByID(ctx, w.MemoID)
-			if err != nil {
-				return nil, false, err
-			}
-			if cur.Body == body && cur.Title == title {
-				return cur, false, nil
-			}
-			m, err := s.Update(ctx, UpdateParams{ID: cur.ID, ExpectedVersion: cur.ContentVersion, Title: &title, Body: body})
-			return m, false, err
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return nil, false, err
-		}
+	cur, err := s.importTarget(ctx, title, body)
+	if errors.Is(err, store.ErrNotFound) {
+		m, err := s.Create(ctx, CreateParams{Title: title, Body: body, MemoType: store.MemoTypeWorkflow})
+		return m, err == nil, err
+	} else if err != nil {
+		return nil, false, err
 	}
-	m, err := s.Create(ctx, CreateParams{Title: title, Body: body, MemoType: store.MemoTypeWorkflow})
-	return m, err == nil, err
+	if cur.Body == body && cur.Title == title {
+		return cur, false, nil
+	}
+	m, err := s.Update(ctx, UpdateParams{ID: cur.ID, ExpectedVersion: cur.ContentVersion, Title: &title, Body: body})
+	return m, false, err
+}
+
+// importTarget is the memo an import of body replaces: the workflow with
+// its command, or, when it declares none, the workflow memo titled title
+// that declares none either (a note of that title is left alone).
+func (s *Service) importTarget(ctx context.Context, title, body string) (*store.Memo, error) {
+	if cmd := commandOf(body); cmd != "" {
+		w, err := s.store.WorkflowGetByCommand(ctx, cmd)
+		if err != nil {
+			return nil, err
+		}
+		return s.store.MemoGetByID(ctx, w.MemoID)
+	}
+	m, err := s.store.MemoGetByTitle(ctx, title)
+	if err != nil {
+		return nil, err
+	}
+	if m.MemoType != store.MemoTypeWorkflow || commandOf(m.Body) != "" {
+		return nil, fmt.Errorf("no draft workflow titled %q: %w", title, store.ErrNotFound)
+	}
+	return m, nil
 }
 
 // SeedExamples imports the embedded example workflows and the context memos

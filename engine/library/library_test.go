@@ -302,3 +302,31 @@ func mustJSON(t *testing.T, v any) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// TestImportWorkflowIdempotent: importing the same file twice leaves one
+// workflow memo, whether the file declares a Command (matched by it) or not
+// (a draft without one is matched by its title).
+func TestImportWorkflowIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct{ name, body string }{
+		{"WithCommand", "# Heron count\n\n## Trigger\n- **Command** /heron-count\n\n## Steps\n1. **Output** Count the herons.\n"},
+		{"WithoutCommand", "# Heron draft\n\n## Steps\n1. **Output** Count the herons.\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := setup(t)
+			first, created, err := b.lib.ImportWorkflow(ctx, "", tc.body)
+			require.NoError(t, err)
+			require.True(t, created)
+			again, created, err := b.lib.ImportWorkflow(ctx, "", tc.body)
+			require.NoError(t, err)
+			require.False(t, created, "the second import finds the first")
+			require.Equal(t, first.ID, again.ID)
+			edited, created, err := b.lib.ImportWorkflow(ctx, "", tc.body+"\nMore.\n")
+			require.NoError(t, err)
+			require.False(t, created, "an edited file updates the memo")
+			require.Equal(t, first.ID, edited.ID)
+			require.Equal(t, int64(2), edited.ContentVersion)
+		})
+	}
+}
