@@ -165,7 +165,7 @@ func TestPersistentClaimFailureBacksOff(t *testing.T) {
 	w, err := b.db.WorkflowGetByCommand(ctx, "/draft")
 	require.NoError(t, err)
 	_, _, err = b.db.QueueItemInsert(ctx, &store.QueueItemInsertParams{ID: store.NewID("itm"), WorkflowMemoID: w.MemoID,
-		Command: "/draft", DedupeKey: "poison", SessionID: "ses_gone"})
+		Command: "/draft", DedupeKey: "poison", SessionID: "ses_gone", Payload: map[string]any{"brief": "x"}})
 	require.NoError(t, err)
 	logs := &records{}
 	e := New(Config{Workers: 1, DisableScheduler: true, Now: b.clock.Now}, b.db, model.NewRegistry("template", model.Config{}), slog.New(logs))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/holdfast-bot/holdfast/engine/tracing"
@@ -46,8 +47,12 @@ func (x *exec) output(ctx context.Context, i int) (*store.Run, error) {
 		extra store.EventAppendParams
 		err   error
 	)
-	switch x.manifest.Policy.Destination {
-	case workflow.DestinationReply:
+	switch {
+	case !hasWords(out):
+		// Markup alone (a run asked with no brief renders "# \n\n"):
+		// published, it would be an empty memo or reply.
+		err = failf(KindDispatch, "nothing to publish: the output has no words (was the run given a brief?)")
+	case x.manifest.Policy.Destination == workflow.DestinationReply:
 		err = x.canReply(ctx)
 		extra = transcript.Encode(transcript.AssistantMessage{Text: out, RunID: x.run.ID, Dispatch: "reply"}, "engine")
 	default:
@@ -188,6 +193,12 @@ func (x *exec) hold(ctx context.Context, i int, id, label string) (*store.Run, e
 		return nil, err
 	}
 	return r, nil
+}
+
+// hasWords reports whether s has a letter or a digit: text to read, not
+// only markup and spaces.
+func hasWords(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) })
 }
 
 func preview(s string) string {

@@ -313,7 +313,7 @@ func TestConcurrentRunnersNeverClaimTwice(t *testing.T) {
 	b.workflow(t, "/draft")
 	const n = 120
 	for i := range n {
-		b.enqueue(t, EnqueueParams{Command: "/draft", DedupeKey: fmt.Sprint(i)})
+		b.enqueue(t, EnqueueParams{Command: "/draft", DedupeKey: fmt.Sprint(i), Payload: map[string]any{"brief": "x"}})
 	}
 	// Four engines on one store, as four replicas would be.
 	var engines []*Engine
@@ -671,6 +671,20 @@ func TestDispatch(t *testing.T) {
 		m, err := b.db.MemoGetByID(ctx, stub.ID)
 		require.NoError(t, err)
 		require.Equal(t, human, m.Body, "never clobber")
+	})
+
+	// A run asked with nothing to work on (no title, no brief) renders an
+	// output of markup alone; publishing it would make an empty memo.
+	t.Run("NoWordsNotPublished", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.workflow(t, "/draft")
+		it := b.enqueue(t, EnqueueParams{Command: "/draft", Payload: map[string]any{"brief": " "}})
+		r := b.waitRun(t, it.ID, EventRunFinished)
+		require.Equal(t, store.RunFailed, r.Status)
+		require.Equal(t, KindDispatch, r.ErrorKind)
+		require.Contains(t, r.Error, "no words")
+		require.Empty(t, r.DispatchMemoID)
 	})
 
 	t.Run("StubUpdatedInPlace", func(t *testing.T) {
