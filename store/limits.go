@@ -139,3 +139,44 @@ func checkValue(root, field string, v any, depth int) error {
 	}
 	return nil
 }
+
+// FoldName lowers ASCII letters only: titles and memo tags compare as
+// SQLite's NOCASE does, and every store compares them so.
+func FoldName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// Distinct is ss trimmed, blanks dropped and each kept once (a session's
+// tags, a filter's list of origins or types).
+func Distinct(ss []string) []string {
+	out := make([]string, 0, len(ss))
+	seen := map[string]bool{}
+	for _, s := range ss {
+		if s = strings.TrimSpace(s); s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// MemoTags is a memo's tags as stored: trimmed, blanks dropped, and each
+// kept once as first written, since tags match in any case (FoldName).
+func MemoTags(tags []string) []string {
+	out := make([]string, 0, len(tags))
+	seen := map[string]bool{}
+	for _, t := range tags {
+		t = strings.TrimSpace(t)
+		if k := FoldName(t); t != "" && !seen[k] {
+			seen[k] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}

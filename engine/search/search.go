@@ -120,7 +120,7 @@ func (q *Query) set(name, val string, seenTag map[string]bool) error {
 		if err := store.CheckName("tag", val); err != nil {
 			return err
 		}
-		if k := foldASCII(val); !seenTag[k] {
+		if k := store.FoldName(val); !seenTag[k] {
 			seenTag[k] = true
 			if len(q.Tags) == store.MaxTags {
 				return refuse("a query may name at most %d tags", store.MaxTags)
@@ -200,19 +200,6 @@ func allDigits(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-// foldASCII lowers ASCII letters only: tags compare as titles do (SPEC
-// §4.1 names memos case-insensitively; every store compares as SQLite's
-// NOCASE does).
-func foldASCII(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
 
 // SetType applies a type named outside the query (the API's memoType, the

@@ -49,19 +49,6 @@ func decodeMap(s string) map[string]any {
 	return m
 }
 
-func normTags(tags []string) []string {
-	out := make([]string, 0, len(tags))
-	seen := map[string]bool{}
-	for _, t := range tags {
-		t = strings.TrimSpace(t)
-		if t != "" && !seen[t] {
-			seen[t] = true
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
 // MemoCreate inserts a memo (and its workflow index row) in one transaction.
 func (db *DB) MemoCreate(ctx context.Context, p *store.MemoCreateParams) (*store.Memo, error) {
 	id := store.NewID("mem")
@@ -85,7 +72,7 @@ func memoCreateTx(ctx context.Context, tx *txn, id string, p *store.MemoCreatePa
 	if memoType == "" {
 		memoType = "note"
 	}
-	tags := normTags(p.Tags)
+	tags := store.MemoTags(p.Tags)
 	hash := store.HashContent(p.Body)
 	// Sent with the name lock and the name check (indexWriteTx).
 	tx.later(nil, `INSERT INTO memos (`+memoColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $9)`,
@@ -160,7 +147,7 @@ func memoUpdateTx(ctx context.Context, tx *txn, p *store.MemoUpdateParams) (*sto
 		cur.Notes = *p.Notes
 	}
 	if p.Tags != nil {
-		cur.Tags = normTags(*p.Tags)
+		cur.Tags = store.MemoTags(*p.Tags)
 	}
 	if p.Unlisted != nil {
 		cur.Unlisted = *p.Unlisted
@@ -227,7 +214,7 @@ func memoSearchQuery(p *store.MemoSearchParams) (q string, args []any, fts bool)
 	}
 	var (
 		where []string
-		tags  = normTags(p.Tags)
+		tags  = store.MemoTags(p.Tags)
 		terms = tsTerms(p.Query)
 		tsq   = strings.Join(terms, " & ")
 		order string

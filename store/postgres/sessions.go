@@ -58,7 +58,7 @@ func sessionCreateTx(ctx context.Context, tx *txn, id string, p *store.SessionCr
 // need the row back read it (an enqueue that mints a session does not).
 func sessionInsertTx(ctx context.Context, tx *txn, id string, p *store.SessionCreateParams) error {
 	now := utc(time.Now())
-	tags := normTags(p.Tags)
+	tags := store.Distinct(p.Tags)
 	ctxMap := p.Context
 	if ctxMap == nil {
 		ctxMap = map[string]any{}
@@ -180,7 +180,7 @@ func (db *DB) SessionList(ctx context.Context, p *store.SessionListParams) ([]*s
 	q := store.CleanSearchText(p.Query)
 	var (
 		cond []string
-		args = []any{normTags(p.Origins), limit}
+		args = []any{store.Distinct(p.Origins), limit}
 	)
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
 	if !p.IncludeArchived {
@@ -489,7 +489,7 @@ func (db *DB) EventList(ctx context.Context, p *store.EventListParams) ([]*store
 		args = append(args, utc(p.Until))
 		query += fmt.Sprintf(` AND ts <= $%d`, len(args))
 	}
-	if types := normTags(p.Types); len(types) > 0 {
+	if types := store.Distinct(p.Types); len(types) > 0 {
 		args = append(args, types)
 		query += fmt.Sprintf(` AND type = ANY ($%d)`, len(args))
 	}

@@ -44,19 +44,6 @@ func decodeStrings(s string) []string {
 	return out
 }
 
-func normTags(tags []string) []string {
-	out := make([]string, 0, len(tags))
-	seen := map[string]bool{}
-	for _, t := range tags {
-		t = strings.TrimSpace(t)
-		if t != "" && !seen[t] {
-			seen[t] = true
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
 func boolInt(b bool) int {
 	if b {
 		return 1
@@ -88,7 +75,7 @@ func memoCreateTx(ctx context.Context, tx *sql.Tx, id string, p *store.MemoCreat
 	if memoType == "" {
 		memoType = "note"
 	}
-	tags := normTags(p.Tags)
+	tags := store.MemoTags(p.Tags)
 	hash := store.HashContent(p.Body)
 	_, err := tx.ExecContext(ctx, `INSERT INTO memos (`+memoColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)`,
 		id, p.Title, p.Body, memoType, encodeJSON(tags), p.Notes, boolInt(p.Unlisted), hash, ts, ts)
@@ -164,7 +151,7 @@ func memoUpdateTx(ctx context.Context, tx *sql.Tx, p *store.MemoUpdateParams) (*
 		cur.Notes = *p.Notes
 	}
 	if p.Tags != nil {
-		cur.Tags = normTags(*p.Tags)
+		cur.Tags = store.MemoTags(*p.Tags)
 	}
 	if p.Unlisted != nil {
 		cur.Unlisted = *p.Unlisted
@@ -221,7 +208,7 @@ func memoSearchQuery(p *store.MemoSearchParams) (q string, args []any, fts bool)
 	}
 	var (
 		where []string
-		tags  = normTags(p.Tags)
+		tags  = store.MemoTags(p.Tags)
 		match = ftsQuery(p.Query)
 		since string
 		order string

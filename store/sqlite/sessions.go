@@ -62,7 +62,7 @@ func sessionCreateTx(ctx context.Context, tx *sql.Tx, id string, p *store.Sessio
 // need the row back read it (an enqueue that mints a session does not).
 func sessionInsertTx(ctx context.Context, tx *sql.Tx, id string, p *store.SessionCreateParams) error {
 	now := formatTime(time.Now())
-	tags := normTags(p.Tags)
+	tags := store.Distinct(p.Tags)
 	ctxMap := p.Context
 	if ctxMap == nil {
 		ctxMap = map[string]any{}

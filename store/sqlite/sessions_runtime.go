@@ -59,7 +59,7 @@ func ftsPhrase(q string) string {
 func sessionListQuery(p *store.SessionListParams) (string, []any) {
 	limit := listLimit(p)
 	q := strings.TrimSpace(p.Query)
-	origins := normTags(p.Origins)
+	origins := store.Distinct(p.Origins)
 	var (
 		where []string
 		args  []any
@@ -182,7 +182,7 @@ func searchDenseQuery(from string) string {
 // listing's other filters, as sessions_search f joined to sessions s. A
 // cursor also skips the minutes newer than its own.
 func searchMatches(p *store.SessionListParams, q string) (string, []any) {
-	origins := normTags(p.Origins)
+	origins := store.Distinct(p.Origins)
 	from := ` FROM sessions_search AS f CROSS JOIN sessions AS s ON s.rowid = f.rowid & ` +
 		fmt.Sprint(int64(1)<<searchMinuteShift-1) + `
 		WHERE f.sessions_search MATCH ? AND s.origin IN (?` + strings.Repeat(", ?", len(origins)-1) + `) AND s.event_count > 0`
@@ -501,7 +501,7 @@ func eventListQuery(p *store.EventListParams) (string, []any) {
 		query += ` AND ts <= ?`
 		args = append(args, formatAfter(p.Until))
 	}
-	if types := normTags(p.Types); len(types) > 0 {
+	if types := store.Distinct(p.Types); len(types) > 0 {
 		query += ` AND type IN (?` + strings.Repeat(", ?", len(types)-1) + `)`
 		for _, t := range types {
 			args = append(args, t)

@@ -22,11 +22,11 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("MemoCreateGetSearch", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		m, err := s.MemoCreate(ctx, &store.MemoCreateParams{Title: "Style guide", Body: "Write plainly about otters.", Tags: []string{"a", "a", " b "}})
+		m, err := s.MemoCreate(ctx, &store.MemoCreateParams{Title: "Style guide", Body: "Write plainly about otters.", Tags: []string{"a", "a", " b ", "A", "Otter", "otter"}})
 		require.NoError(t, err)
 		require.Equal(t, int64(1), m.ContentVersion)
 		require.Equal(t, store.HashContent("Write plainly about otters."), m.ContentHash)
-		require.Equal(t, []string{"a", "b"}, m.Tags)
+		require.Equal(t, []string{"a", "b", "Otter"}, m.Tags, "tags match in any case, so they are kept once, as first written")
 		require.Equal(t, "note", m.MemoType)
 
 		got, err := s.MemoGetByID(ctx, m.ID)
