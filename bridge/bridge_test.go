@@ -250,6 +250,10 @@ func TestMessageDeliveredTwiceAnsweredOnce(t *testing.T) {
 	dm := tb.ts()
 	tb.event(t, "EvTw9", dmMessage("DTW", "U1", dm, "hello in private"))
 	tb.event(t, "EvTw10", dmMessage("DTW", "U1", dm, "hello in private"))
+	// A chat turn answers after its delivery is handled, which quiet does
+	// not see: wait for the answers themselves first.
+	tb.eventually(t, func() bool { return len(tb.posts("CTW", chat)) >= 3 && len(tb.posts("DTW", "")) >= 1 },
+		10*time.Second, "the answers arrive")
 	tb.quiet(t)
 
 	var said []string
