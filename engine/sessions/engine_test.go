@@ -38,6 +38,21 @@ func TestWithRealEngine(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
+	// A refused enqueue is said as the engine's reason, for people.
+	t.Run("RefusedEnqueueSaysWhy", func(t *testing.T) {
+		t.Parallel()
+		svc, _, db := withEngine(t)
+		wf, err := db.WorkflowGetByCommand(ctx, "/weekly-digest")
+		require.NoError(t, err)
+		_, err = db.WorkflowStatusSet(ctx, wf.MemoID, "paused")
+		require.NoError(t, err)
+		ses, err := svc.Create(ctx, sessions.CreateParams{Title: "digest", Source: sessions.Source{Via: sessions.ViaConsole, UserID: "u"}})
+		require.NoError(t, err)
+		res, err := svc.Message(ctx, ses.ID, "/weekly-digest now please", user("u"), false)
+		require.NoError(t, err)
+		require.Equal(t, "Could not queue /weekly-digest: workflow /weekly-digest is paused, not live, so it accepts no items", res.Reply.Payload["text"])
+	})
+
 	t.Run("EnqueueHoldOpenHoldsAndTerminate", func(t *testing.T) {
 		t.Parallel()
 		svc, eng, _ := withEngine(t)

@@ -745,7 +745,7 @@ func (s *Service) enqueue(ctx context.Context, sessionID, actor string, input ma
 	it, enqueued, err := s.eng.Enqueue(ctx, engine.EnqueueParams{Command: cmd, DedupeKey: dedupe, Payload: payload,
 		SessionID: sessionID, OwnerUID: actor})
 	if err != nil {
-		return map[string]any{"error": err.Error()}
+		return map[string]any{"error": store.ReasonOf(err)}
 	}
 	s.log.InfoContext(ctx, "workflow enqueued from session", slog.String("session_id", sessionID),
 		slog.String("item_id", it.ID), slog.String("command", cmd), slog.Bool("enqueued", enqueued))
