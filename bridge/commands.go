@@ -100,7 +100,7 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 			return say(b.refusal(m.User, err))
 		}
 		if err != nil {
-			return say(fmt.Sprintf(":warning: `%s` failed: %s", cmd.Name, esc(err.Error())))
+			return say(fmt.Sprintf(":warning: `%s` failed: %s", cmd.Name, escNames(store.ReasonOf(err))))
 		}
 		return say(commandReply(res))
 	case cmd.Name == "policy":
@@ -113,7 +113,7 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 			return say(b.refusal(m.User, err))
 		}
 		if err != nil {
-			return say(fmt.Sprintf(":warning: could not set the policy: %s", esc(err.Error())))
+			return say(fmt.Sprintf(":warning: could not set the policy: %s", escNames(store.ReasonOf(err))))
 		}
 		return say(fmt.Sprintf("Policy for this thread is now `%s`.", p))
 	case cmd.Name == "approve" || cmd.Name == "reject":
@@ -133,7 +133,7 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 func (b *Bridge) workflowList(ctx context.Context) string {
 	wfs, err := b.store.WorkflowList(ctx)
 	if err != nil {
-		return ":warning: could not list workflows: " + err.Error()
+		return ":warning: could not list workflows: " + esc(store.ReasonOf(err))
 	}
 	sort.Slice(wfs, func(i, j int) bool { return wfs[i].Command < wfs[j].Command })
 	var sb strings.Builder

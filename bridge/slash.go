@@ -95,7 +95,7 @@ func (b *Bridge) slashCommand(ctx context.Context, form url.Values) (*slashRespo
 func (b *Bridge) holdsList(ctx context.Context) string {
 	holds, err := b.store.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, Limit: slashHolds + 1})
 	if err != nil {
-		return ":warning: could not list holds: " + esc(err.Error())
+		return ":warning: could not list holds: " + esc(store.ReasonOf(err))
 	}
 	if len(holds) == 0 {
 		return "No holds are waiting for a steward."
