@@ -514,6 +514,9 @@ type EngineStore interface {
 
 	HoldGetByID(ctx context.Context, id string) (*Hold, error)
 	HoldList(ctx context.Context, p *HoldListParams) ([]*Hold, error)
+	// HoldListByRun is a run's holds, oldest first: a run may be held
+	// more than once (its Token budget, then its output review).
+	HoldListByRun(ctx context.Context, runID string) ([]*Hold, error)
 	HoldCountOpen(ctx context.Context) (int64, error)
 	// HoldCountOpenMatching counts the open holds matching p's Command,
 	// OwnerUID and SessionID.

@@ -1022,9 +1022,9 @@ func HoldCardFull(h HoldRow, csrf string, full bool, oob string) templ.Component
 			}
 			if h.Edited {
 				var templ_7745c5c3_Var51 string
-				templ_7745c5c3_Var51, templ_7745c5c3_Err = templ.JoinStringErrs(" · published an edited output")
+				templ_7745c5c3_Var51, templ_7745c5c3_Err = templ.JoinStringErrs(" · approved with an edited output")
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/holds.templ`, Line: 186, Col: 39}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/holds.templ`, Line: 186, Col: 43}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var51))
 				if templ_7745c5c3_Err != nil {
@@ -1430,7 +1430,7 @@ func HoldPage(v HoldView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if len(v.Diff) > 0 {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 134, "<section class=\"panel\" aria-labelledby=\"diff-heading\"><h2 id=\"diff-heading\">What the steward changed</h2><p class=\"hint\">The run's output against the published text: removed lines are struck through, added lines marked.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 134, "<section class=\"panel\" aria-labelledby=\"diff-heading\"><h2 id=\"diff-heading\">What the steward changed</h2><p class=\"hint\">The run's output against the approved text: removed lines are struck through, added lines marked.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -1439,7 +1439,7 @@ func HoldPage(v HoldView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				if len(v.EditedGuards) > 0 {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 135, "<h3>Guard checks of the published text</h3>")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 135, "<h3>Guard checks of the approved text</h3>")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}

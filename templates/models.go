@@ -354,6 +354,12 @@ type GuardView struct {
 	Detail string
 }
 
+// RunHold is one hold of a run, with its decision audit.
+type RunHold struct {
+	Row   HoldRow
+	Audit []AuditRow
+}
+
 // RunView is one run.
 type RunView struct {
 	Page             Page
@@ -378,10 +384,9 @@ type RunView struct {
 	Waterfall        []WaterfallRow
 	Total            string
 	Guards           []GuardView
-	Hold             *HoldRow
+	Holds            []RunHold // oldest first
 	Dispatch         []Link
 	Manifest         string // pretty JSON
-	Audit            []AuditRow
 	PollURL          string // set while the run is not settled
 	CanRerun         bool
 	CanCancel        bool

@@ -134,7 +134,7 @@ func TestHoldDecisions(t *testing.T) {
 		require.Regexp(t, `<ins class="dl"><span class="sr-only">added: </span>A steward rewrote this.</ins>`, page)
 		require.Contains(t, page, `id="edited-guards"`, "the edited text's guard results are shown")
 		require.Contains(t, page, "min_chars")
-		require.Contains(t, page, "published an edited output")
+		require.Contains(t, page, "approved with an edited output", "approved, not necessarily published: a later hold may still stop the run")
 	})
 
 	t.Run("RejectWithReason", func(t *testing.T) {
@@ -370,4 +370,65 @@ func TestDeciderNames(t *testing.T) {
 		require.NotContains(t, page, "cancelled (cancelled)", path)
 		require.NotContains(t, page, "key:key_ci", path+" "+regexp.MustCompile(`.{0,120}key:key_ci.{0,60}`).FindString(page))
 	}
+}
+
+// A run held twice (its Token budget, then its output review) shows both
+// holds on its page, each with its audit, and both waits in its timeline.
+func TestRunPageShowsEveryHold(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	doc := strings.ReplaceAll(`# Two gates
+
+## Trigger
+- **Command** ¦/two-gates¦
+- **Status** ¦live¦
+- **Summary** held for its budget and its output
+
+## Load Contract
+
+## Steps
+1. **Process** Draft.
+   ¦¦¦prompt
+   # {{.Payload.title}}
+
+   {{.Payload.brief}}
+   ¦¦¦
+2. **Process** Again.
+   ¦¦¦prompt
+   {{.Payload.brief}} again
+   ¦¦¦
+3. **Output** Dispatch.
+
+## Policy
+- **Approval** ¦hold¦
+- **Token budget** ¦1¦
+`, "¦", "`")
+	_, _, err := b.lib.ImportWorkflow(ctx, "", doc)
+	require.NoError(t, err)
+	item, _, err := b.eng.Enqueue(ctx, engine.EnqueueParams{Command: "/two-gates", Payload: map[string]any{"title": "Otters", "brief": "count otters"}, OwnerUID: "slack:U9"})
+	require.NoError(t, err)
+	steward := engine.Decider{UserID: b.users["steward"].ID, Username: "steward", Role: store.RoleSteward, Via: "console"}
+	var decided []string
+	for range 2 {
+		var open *store.Hold
+		require.Eventually(t, func() bool {
+			hs, err := b.db.HoldList(ctx, &store.HoldListParams{SessionID: item.SessionID, Status: store.HoldOpen})
+			if err == nil && len(hs) == 1 {
+				open = hs[0]
+			}
+			return open != nil
+		}, 20*time.Second, 20*time.Millisecond)
+		_, err := b.eng.Decide(ctx, engine.DecideParams{HoldID: open.ID, Decision: "approve", Comment: "go on " + open.GateLabel, Decider: steward})
+		require.NoError(t, err)
+		decided = append(decided, open.ID)
+	}
+	run := waitRun(t, b, store.RunIDForItem(item.ID), store.RunSucceeded)
+	_, page := b.signedIn(t, "viewer").get("/runs/" + run.ID)
+	for _, id := range decided {
+		require.Contains(t, page, `id="hold-`+id+`"`, "every hold of the run is on its page")
+	}
+	require.Contains(t, page, "go on Token budget", "the budget hold's audit")
+	require.Contains(t, page, "go on Review", "and the review's")
+	require.Equal(t, 2, strings.Count(page, "Waiting for approval"), "both waits are in the timeline")
 }

@@ -238,28 +238,31 @@ func (c *Console) runView(ctx context.Context, run *store.Run, d engine.Decider)
 			v.Guards = append(v.Guards, templates.GuardView{Check: g.Check, Passed: g.Passed, Detail: g.Detail})
 		}
 	}
+	// A run may be held more than once (its Token budget, then its output
+	// review); the lead speaks of the latest, the page shows them all.
+	holds, err := c.Store.HoldListByRun(ctx, run.ID)
+	if err != nil {
+		return v, err
+	}
 	var hold *store.Hold
-	if run.HoldID != "" {
-		h, err := c.Store.HoldGetByID(ctx, run.HoldID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return v, err
+	for _, h := range holds {
+		if h.ID == run.HoldID {
+			hold = h
 		}
-		hold = h
 	}
 	rights, err := c.rightsOf(ctx, d)
 	if err != nil {
 		return v, err
 	}
-	if hold != nil {
-		row := c.holdRow(hold, run.Payload, rights, c.userNames(ctx))
-		v.Hold = &row
-		ds, err := c.Store.HoldDecisionList(ctx, hold.ID)
+	names := c.userNames(ctx)
+	for _, h := range holds {
+		ds, err := c.Store.HoldDecisionList(ctx, h.ID)
 		if err != nil {
 			return v, err
 		}
-		v.Audit = c.auditRows(ds)
+		v.Holds = append(v.Holds, templates.RunHold{Row: c.holdRow(h, run.Payload, rights, names), Audit: c.auditRows(ds)})
 	}
-	v.Waterfall, v.Total = waterfall(run, m, hold, now)
+	v.Waterfall, v.Total = waterfall(run, m, holds, now)
 	if run.DispatchMemoID != "" {
 		label := "Memo " + run.DispatchMemoID
 		if memo, err := c.Store.MemoGetByID(ctx, run.DispatchMemoID); err == nil {
@@ -369,7 +372,7 @@ func capitalize(s string) string {
 
 // waterfall places each step, and the time the run waited for approval, on
 // the run's time axis (0..1000 from the run's start to its end, or now).
-func waterfall(run *store.Run, m workflow.Manifest, hold *store.Hold, now time.Time) ([]templates.WaterfallRow, string) {
+func waterfall(run *store.Run, m workflow.Manifest, holds []*store.Hold, now time.Time) ([]templates.WaterfallRow, string) {
 	start := run.CreatedAt
 	end := now
 	if run.FinishedAt != nil {
@@ -381,8 +384,12 @@ func waterfall(run *store.Run, m workflow.Manifest, hold *store.Hold, now time.T
 		ok       bool
 	}
 	var segs []seg
-	var waitSeg *seg
-	if hold != nil {
+	// Each wait sits before the step it held: the output review's before
+	// the Output step (which opened it), any other (a Token budget) before
+	// the first step that started after it opened.
+	var waits []seg
+	review := -1
+	for _, hold := range holds {
 		to := now
 		if hold.DecidedAt != nil {
 			to = *hold.DecidedAt
@@ -391,8 +398,18 @@ func waterfall(run *store.Run, m workflow.Manifest, hold *store.Hold, now time.T
 		if hold.Status != store.HoldOpen {
 			note = hold.Status + " by " + requester(hold.DecidedBy, nil) + " via " + hold.DecidedVia
 		}
-		waitSeg = &seg{row: templates.WaterfallRow{Label: "Waiting for approval", Kind: "wait", Status: hold.Status,
-			Duration: durationText(max(to.Sub(hold.CreatedAt).Milliseconds(), 1)), Note: note}, from: hold.CreatedAt, to: to, ok: true}
+		if hold.ID == store.HoldIDForRun(run.ID) {
+			review = len(waits)
+		}
+		waits = append(waits, seg{row: templates.WaterfallRow{Label: "Waiting for approval: " + hold.GateLabel, Kind: "wait", Status: hold.Status,
+			Duration: durationText(max(to.Sub(hold.CreatedAt).Milliseconds(), 1)), Note: note}, from: hold.CreatedAt, to: to, ok: true})
+	}
+	placed := make([]bool, len(waits))
+	place := func(i int) {
+		if !placed[i] {
+			placed[i] = true
+			segs = append(segs, waits[i])
+		}
 	}
 	for i, s := range run.Steps {
 		sv := &templates.StepView{N: i + 1, Kind: s.Kind, Status: s.Status, ErrorKind: s.ErrorKind, Error: s.Error}
@@ -424,15 +441,15 @@ func waterfall(run *store.Run, m workflow.Manifest, hold *store.Hold, now time.T
 				sg.row.Duration = "< 1 ms"
 			}
 		}
-		// The approval wait sits before the Output step that it gated.
-		if waitSeg != nil && s.Kind == workflow.KindOutput {
-			segs = append(segs, *waitSeg)
-			waitSeg = nil
+		for w := range waits {
+			if w == review && s.Kind == workflow.KindOutput || w != review && s.StartedAt != nil && !s.StartedAt.Before(waits[w].from) {
+				place(w)
+			}
 		}
 		segs = append(segs, sg)
 	}
-	if waitSeg != nil {
-		segs = append(segs, *waitSeg)
+	for w := range waits {
+		place(w)
 	}
 	for _, s := range segs {
 		if s.ok && s.to.After(end) {

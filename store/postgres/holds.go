@@ -113,6 +113,11 @@ func (db *DB) HoldList(ctx context.Context, p *store.HoldListParams) ([]*store.H
 	return db.holdQuery(ctx, q+order+` LIMIT `+arg(limit), args...)
 }
 
+// HoldListByRun is a run's holds, oldest first.
+func (db *DB) HoldListByRun(ctx context.Context, runID string) ([]*store.Hold, error) {
+	return db.holdQuery(ctx, `SELECT `+holdColumns+` FROM holds WHERE run_id = $1 ORDER BY created_at, id`, runID)
+}
+
 // holdFilters is the WHERE of p's session, workflow and requester filters.
 func holdFilters(p *store.HoldListParams, arg func(any) string) []string {
 	var where []string

@@ -69,6 +69,7 @@ func TestEngineQueriesUseIndexes(t *testing.T) {
 		"HoldsHistory":      holds(&store.HoldListParams{}, "holds_created"),
 		"HoldsHistoryPaged": holds(&store.HoldListParams{After: after}, "holds_created"),
 		"HoldsOfSession":    holds(&store.HoldListParams{SessionID: "s", Status: "open"}, "holds_session"),
+		"HoldsOfRun":        {holdsOfRunQuery, []any{"r"}, "holds_run"},
 		"HoldAudit":         {`SELECT id FROM hold_decisions WHERE hold_id = ? ORDER BY id`, []any{"h"}, "hold_decisions_hold"},
 		"QueueCountsByStat": {`SELECT status, COUNT(*) FROM workflow_queue_items GROUP BY status`, nil, "queue_items_status"},
 

@@ -88,6 +88,13 @@ func (db *DB) HoldList(ctx context.Context, p *store.HoldListParams) ([]*store.H
 	return db.holdQuery(ctx, q, args...)
 }
 
+// HoldListByRun is a run's holds, oldest first.
+func (db *DB) HoldListByRun(ctx context.Context, runID string) ([]*store.Hold, error) {
+	return db.holdQuery(ctx, holdsOfRunQuery, runID)
+}
+
+const holdsOfRunQuery = `SELECT ` + holdColumns + ` FROM holds INDEXED BY holds_run WHERE run_id = ? ORDER BY rowid` // rowid: the order they were written
+
 func holdListQuery(p *store.HoldListParams) (string, []any) {
 	limit := p.Limit
 	if limit <= 0 || limit > 500 {
