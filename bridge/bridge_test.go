@@ -207,7 +207,6 @@ func TestEnqueueOnceAcrossRedeliveries(t *testing.T) {
 		Command: "/draft-memo", DedupeKey: "slack:C7:" + msgTS, SessionID: ses.ID, OwnerUID: "slack:U1",
 		Payload: map[string]any{
 			"brief":  "Otters of the Pacific\nThey hold hands while sleeping.",
-			"title":  "Otters of the Pacific",
 			"source": map[string]any{"platform": "slack", "channel": "C7", "threadTs": root, "user": "U1"},
 		},
 	}, enq[0])

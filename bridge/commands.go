@@ -157,9 +157,6 @@ func (b *Bridge) enqueue(ctx context.Context, it *store.SlackInboxItem, m *Messa
 		"brief":  brief,
 		"source": map[string]any{"platform": "slack", "channel": m.Channel, "threadTs": root, "user": m.User},
 	}
-	if t := firstLine(brief, 80); t != "" {
-		payload["title"] = t
-	}
 	item, enqueued, err := b.engine.Enqueue(ctx, engine.EnqueueParams{
 		Command: "/" + name, DedupeKey: "slack:" + m.Channel + ":" + m.TS, Payload: payload,
 		SessionID: sessionID, OwnerUID: actor(m.User),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -730,11 +731,16 @@ func TestDispatch(t *testing.T) {
 		doc := strings.Replace(wfDoc("/plain"), "# {{.Payload.title}}\n", "", 1)
 		_, _, err := b.lib.ImportWorkflow(ctx, "", doc)
 		require.NoError(t, err)
+		static := strings.Replace(strings.Replace(wfDoc("/static"), "# {{.Payload.title}}\n", "", 1), "{{.Payload.brief}}", "Static words", 1)
+		_, _, err = b.lib.ImportWorkflow(ctx, "", static)
+		require.NoError(t, err)
 		a := b.enqueue(t, EnqueueParams{Command: "/plain", Payload: map[string]any{"brief": "x", "title": "From payload"}})
-		c := b.enqueue(t, EnqueueParams{Command: "/plain", Payload: map[string]any{"brief": "x"}})
+		c := b.enqueue(t, EnqueueParams{Command: "/plain", Payload: map[string]any{"brief": "From the brief\nmore"}})
+		d := b.enqueue(t, EnqueueParams{Command: "/static", Payload: map[string]any{}})
 		_, err = b.eng.RunPass(ctx)
 		require.NoError(t, err)
-		for it, want := range map[string]string{a.ID: "From payload", c.ID: "Workflow /plain — " + time.Now().UTC().Format(time.DateOnly)} {
+		for it, want := range map[string]string{a.ID: "From payload", c.ID: "From the brief",
+			d.ID: "Workflow /static — " + time.Now().UTC().Format(time.DateOnly)} {
 			r, err := b.db.RunGetByID(ctx, store.RunIDForItem(it))
 			require.NoError(t, err)
 			m, err := b.db.MemoGetByID(ctx, r.DispatchMemoID)
@@ -1061,4 +1067,29 @@ func TestShutdownReleasesInFlightRuns(t *testing.T) {
 func via(d Decider, surface string) Decider {
 	d.Via = surface
 	return d
+}
+
+// TestTitled: an item asked with a brief and no title is titled by the
+// brief's first line, whichever surface asked (API, CLI, console, Slack).
+func TestTitled(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("otter ", 20)
+	for _, tc := range []struct {
+		in   map[string]any
+		want any
+	}{
+		{map[string]any{"brief": "Count the otters\nin winter"}, "Count the otters"},
+		{map[string]any{"brief": "# A heading\nbody"}, "A heading"},
+		{map[string]any{"brief": "\n\n  first real line  \n"}, "first real line"},
+		{map[string]any{"brief": long}, strings.TrimSpace(long[:80]) + "…"},
+		{map[string]any{"brief": "b", "title": "Given"}, "Given"},
+		{map[string]any{"brief": "  "}, nil},
+		{map[string]any{}, nil},
+		{nil, nil},
+	} {
+		before := maps.Clone(tc.in)
+		got := titled(tc.in)
+		require.Equal(t, tc.want, got["title"], "%v", tc.in)
+		require.Equal(t, before, tc.in, "the caller's map is not changed")
+	}
 }

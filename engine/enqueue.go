@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 
 	"github.com/holdfast-bot/holdfast/engine/tracing"
@@ -58,6 +59,7 @@ func (e *Engine) Enqueue(ctx context.Context, p EnqueueParams) (_ *store.QueueIt
 	if err := checkEnqueue(p); err != nil {
 		return nil, false, err
 	}
+	p.Payload = titled(p.Payload)
 	cmd := strings.TrimSpace(p.Command)
 	if cmd != "" && !strings.HasPrefix(cmd, "/") {
 		cmd = "/" + cmd
@@ -167,6 +169,28 @@ func (e *Engine) insert(ctx context.Context, ip *store.QueueItemInsertParams) (*
 // is read: the dedupe key is a name, every payload string is UTF-8 without
 // NUL, the payload's title and tags (which dispatch gives the memo) are
 // within the memo limits, and payload.targetMemoId, when present, is an id.
+// titled gives a payload with a brief and no title the brief's first line
+// as its title (at most 80 characters), as every surface's item should
+// have: a drafting workflow's prompt heads its memo with payload.title, and
+// holds and runs are named by it. The caller's map is not changed.
+func titled(payload map[string]any) map[string]any {
+	brief, _ := payload["brief"].(string)
+	if t, _ := payload["title"].(string); strings.TrimSpace(t) != "" || strings.TrimSpace(brief) == "" {
+		return payload
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(brief), "\n")
+	line = strings.TrimSpace(strings.TrimLeft(line, "# "))
+	if r := []rune(line); len(r) > 80 {
+		line = strings.TrimSpace(string(r[:80])) + "…"
+	}
+	if line == "" {
+		return payload
+	}
+	out := maps.Clone(payload)
+	out["title"] = line
+	return out
+}
+
 func checkEnqueue(p EnqueueParams) error {
 	if err := store.CheckName("dedupeKey", p.DedupeKey); err != nil {
 		return err

@@ -127,7 +127,7 @@ func TestRunsPageFiltersRerunAndCancel(t *testing.T) {
 	rerun, err := b.db.QueueItemGetByID(ctx, store.ItemIDForRun(strings.TrimPrefix(landed, "/runs/")))
 	require.NoError(t, err)
 	require.Equal(t, "rerun:"+failed.ID+":1", rerun.DedupeKey)
-	require.Equal(t, map[string]any{"brief": "A thread about kingfishers"}, rerun.Payload)
+	require.Equal(t, map[string]any{"brief": "A thread about kingfishers", "title": "A thread about kingfishers"}, rerun.Payload, "the original's payload, as the engine titled it")
 	require.Contains(t, page, "Re-run of "+failed.ID+" queued")
 	waitRun(t, b, store.RunIDForItem(rerun.ID), store.RunFailed)
 	status, _, _ = viewer.postFollow("/runs/"+failed.ID+"/rerun", nil)

@@ -63,7 +63,7 @@ func (c *Console) workflowEnqueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	item, created, err := c.Engine.Enqueue(r.Context(), engine.EnqueueParams{Command: wf.Command, DedupeKey: dedupe,
-		Payload: map[string]any{"brief": brief, "title": firstLine(brief)}, OwnerUID: actorOf(r)})
+		Payload: map[string]any{"brief": brief}, OwnerUID: actorOf(r)})
 	if status, ok := refusalStatus(err); ok && !errors.Is(err, store.ErrNotFound) {
 		again(status, store.ReasonOf(err))
 		return

@@ -44,7 +44,7 @@ func TestOpenAITurnCallsToolsAndEnqueues(t *testing.T) {
 	require.Len(t, enq, 1)
 	require.Equal(t, "/draft-memo", enq[0].Command)
 	require.Equal(t, ses.ID, enq[0].SessionID, "the enqueue carries the session id")
-	require.Equal(t, map[string]any{"brief": "otters in winter", "title": "otters in winter"}, enq[0].Payload)
+	require.Equal(t, map[string]any{"brief": "otters in winter"}, enq[0].Payload, "the engine titles it")
 	require.Equal(t, "slack:U1", enq[0].OwnerUID)
 
 	evs := b.events(t, ses.ID)

@@ -313,7 +313,7 @@ func TestTemplateTurn(t *testing.T) {
 		enq, _ := b.eng.snapshot()
 		require.Len(t, enq, 1)
 		require.Equal(t, engine.EnqueueParams{Command: "/draft-memo", DedupeKey: enq[0].DedupeKey,
-			Payload: map[string]any{"brief": "a memo about otters", "title": "a memo about otters"}, SessionID: ses.ID, OwnerUID: "user:u"}, enq[0])
+			Payload: map[string]any{"brief": "a memo about otters"}, SessionID: ses.ID, OwnerUID: "user:u"}, enq[0])
 		require.Equal(t, []string{store.EventUserMessage, store.EventToolResult, store.EventAssistantMessage}, types(b.events(t, ses.ID)))
 
 		res, err = b.svc.Message(ctx, ses.ID, "/nope do it", user("u"), false)

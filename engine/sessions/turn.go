@@ -736,12 +736,7 @@ func (s *Service) enqueue(ctx context.Context, sessionID, actor string, input ma
 	if s.eng == nil {
 		return map[string]any{"error": "the workflow engine is not running"}
 	}
-	// title names the memo a drafting workflow writes (its prompt's heading),
-	// as the Slack bridge's payload does.
-	payload := map[string]any{"brief": brief}
-	if title := firstLine(brief, 80); title != "" {
-		payload["title"] = title
-	}
+	payload := map[string]any{"brief": brief} // the engine titles it from the brief
 	it, enqueued, err := s.eng.Enqueue(ctx, engine.EnqueueParams{Command: cmd, DedupeKey: dedupe, Payload: payload,
 		SessionID: sessionID, OwnerUID: actor})
 	if err != nil {
