@@ -125,8 +125,12 @@ func (b *Bridge) reviewModal(ctx context.Context, h *store.Hold) slack.ModalView
 // and tells them the outcome, or the refusal, in the hold's thread.
 func (b *Bridge) submitReview(ctx context.Context, it *store.SlackInboxItem, in *Interaction) error {
 	verb := orDefault(in.View.Input("decision", "decision"), "approve")
+	output := in.View.Input("output", "output")
+	if verb == "reject" {
+		output = "" // the box is always sent; a rejection publishes nothing, edited or not
+	}
 	return b.decide(ctx, it, "review", decision{holdID: in.View.PrivateMetadata, verb: verb,
-		comment: in.View.Input("comment", "comment"), output: in.View.Input("output", "output"), user: in.User.ID, tellOutcome: true})
+		comment: in.View.Input("comment", "comment"), output: output, user: in.User.ID, tellOutcome: true})
 }
 
 // interactionThread orders stored interactions: a click in its thread's

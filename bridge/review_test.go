@@ -137,11 +137,6 @@ func TestReviewRefusals(t *testing.T) {
 				status, _ := tb.submitReview(t, "USTEWARD", holdID, review{decision: "approve", comment: "ok", output: ptr("# Kelp\n\nFORBIDDEN text")})
 				require.Equal(t, http.StatusOK, status)
 			}},
-		{name: "EditWithARejection", user: "USTEWARD", want: "an edited output can only come with an approval",
-			act: func(t *testing.T, holdID string, card fakeslack.Call, root string) {
-				status, _ := tb.submitReview(t, "USTEWARD", holdID, review{decision: "reject", output: ptr("# Kelp\n\nother words")})
-				require.Equal(t, http.StatusOK, status)
-			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := tb.ts()
@@ -172,6 +167,26 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// TestReviewRejectionWithAnEditedBox: the modal always sends its output
+// box; a steward who edited it and then chose Reject rejects, and the edit
+// is dropped rather than refusing the rejection.
+func TestReviewRejectionWithAnEditedBox(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{real: true, cfg: stewardsCfg})
+	tb.guardedWorkflow(t)
+	root := tb.ts()
+	tb.event(t, "EvRe1", mention("CR", "U1", root, "", "guarded Kelp\nKelp forests sway."))
+	_, holdID := tb.holdCard(t, "CR", root)
+	status, _ := tb.submitReview(t, "USTEWARD", holdID, review{decision: "reject", comment: "off topic", output: ptr("# Kelp\n\nother words")})
+	require.Equal(t, http.StatusOK, status)
+	tb.waitEphemeral(t, "USTEWARD", func(s string) bool { return strings.Contains(s, "You rejected") }, root)
+	h, err := tb.store.HoldGetByID(tb.ctx, holdID)
+	require.NoError(t, err)
+	require.Equal(t, store.HoldRejected, h.Status)
+	require.Equal(t, "off topic", h.Comment)
+	require.Nil(t, h.EditedOutput, "the edit is dropped with the rejection")
 }
 
 // TestReviewModalCases: a long output is edited in the console, not the

@@ -95,8 +95,14 @@ func appendParams(sessionID, user string, m transcript.UserMessage) *store.Event
 func commandOf(md string) Command {
 	md = strings.TrimSpace(md)
 	name, rest := md, ""
-	if i := strings.IndexFunc(md, unicode.IsSpace); i >= 0 {
+	// The word ends at a space or at the punctuation people put after a
+	// verb ("reject: needs sources", "approve, looks good", "approve!").
+	if i := strings.IndexFunc(md, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune(afterVerb, r) }); i >= 0 {
 		name, rest = md[:i], md[i:]
 	}
+	rest = strings.TrimLeftFunc(rest, func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune(afterVerb, r) })
 	return Command{Name: strings.ToLower(strings.TrimPrefix(name, "/")), Arg: strings.TrimSpace(rest)}
 }
+
+// afterVerb is the punctuation that may follow a command word.
+const afterVerb = ":,;.!?"

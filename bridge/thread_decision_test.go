@@ -266,3 +266,34 @@ func TestSlackThreadDecisionOtherThreadsShortID(t *testing.T) {
 	_, decides := eng.snapshot()
 	require.Empty(t, decides, "neither thread's hold is decided")
 }
+
+// TestSlackThreadDecisionPunctuated: a steward writes a decision as people
+// write, with a colon, a comma or an exclamation after the verb; it decides
+// the thread's hold, the rest is the comment.
+func TestSlackThreadDecisionPunctuated(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ text, decision, comment string }{
+		{"reject: needs sources", "reject", "needs sources"},
+		{"approve, looks good", "approve", "looks good"},
+		{"Approve!", "approve", ""},
+		{"REJECT. off topic", "reject", "off topic"},
+	} {
+		t.Run(tc.text, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, standIns())
+			eng := tb.engine.(*recordingEngine)
+			eng.stewards["USTEWARD"] = true
+			tb.addWorkflow(t, "/held", "live", "held")
+			root := tb.ts()
+			tb.event(t, "EvP0", mention("CP", "U1", root, "", "hello"))
+			tb.inboxDrained(t)
+			tb.openHoldAs(t, tb.threadSession(t, "CP", root).ID, "hld_punct", "Otters")
+			tb.event(t, "EvP1", mention("CP", "USTEWARD", tb.ts(), root, tc.text))
+			tb.eventually(t, func() bool { _, d := eng.snapshot(); return len(d) == 1 }, 10*time.Second, "the hold is decided")
+			_, decides := eng.snapshot()
+			require.Equal(t, "hld_punct", decides[0].HoldID)
+			require.Equal(t, tc.decision, decides[0].Decision)
+			require.Equal(t, tc.comment, decides[0].Comment)
+		})
+	}
+}

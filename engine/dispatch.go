@@ -29,7 +29,7 @@ func (x *exec) output(ctx context.Context, i int) (*store.Run, error) {
 	rec := &x.steps[i]
 	at := start.UTC() // API times are UTC (SPEC §7); start keeps its monotonic reading
 	*rec = store.RunStep{Kind: workflow.KindOutput, Status: StepRunning, StartedAt: &at}
-	if !x.outputApproved() {
+	if !x.outputApproved() && hasWords(x.state.Output) {
 		hold, err := x.needsHold(ctx)
 		if err != nil {
 			return nil, err
@@ -50,7 +50,8 @@ func (x *exec) output(ctx context.Context, i int) (*store.Run, error) {
 	switch {
 	case !hasWords(out):
 		// Markup alone (a run asked with no brief renders "# \n\n"):
-		// published, it would be an empty memo or reply.
+		// published, it would be an empty memo or reply. No steward is
+		// asked to review it first: there is nothing to review.
 		err = failf(KindDispatch, "nothing to publish: the output has no words (was the run given a brief?)")
 	case x.manifest.Policy.Destination == workflow.DestinationReply:
 		err = x.canReply(ctx)

@@ -212,6 +212,13 @@ func (x *exec) runSteps(ctx context.Context) (*store.Run, error) {
 	if err := x.load(ctx); err != nil {
 		return nil, err
 	}
+	if x.manifest.Replies() {
+		// Known before any model call or hold: a reply with nowhere to
+		// land fails now, not after stewards have approved it.
+		if err := x.canReply(ctx); err != nil {
+			return nil, err
+		}
+	}
 	for i, st := range x.manifest.Steps {
 		if x.steps[i].Status == StepSucceeded {
 			continue

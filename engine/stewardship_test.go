@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,7 +67,11 @@ func TestHoldTitle(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t, setupOpts{})
 	b.workflow(t, "/held", "**Approval** `hold`", "**Gate label** Check the draft")
-	b.workflow(t, "/plain", "**Approval** `hold`", "**Gate label** Check the plain one")
+	// /plain writes words of its own, with no heading and nothing from the payload.
+	plain := strings.Replace(strings.Replace(wfDoc("/plain", "**Approval** `hold`", "**Gate label** Check the plain one"),
+		"# {{.Payload.title}}\n", "", 1), "{{.Payload.brief}}", "Static words", 1)
+	_, _, err := b.lib.ImportWorkflow(ctx, "", plain)
+	require.NoError(t, err)
 	for _, tc := range []struct {
 		name    string
 		command string
@@ -75,7 +80,7 @@ func TestHoldTitle(t *testing.T) {
 	}{
 		{"Heading", "/held", map[string]any{"title": "Otters", "brief": "They hold hands."}, "Otters"},
 		{"Brief", "/held", map[string]any{"brief": "Herons at dawn\nand more"}, "Herons at dawn"},
-		{"GateLabel", "/held", map[string]any{}, "Check the draft"},
+		{"GateLabel", "/plain", map[string]any{}, "Check the plain one"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			it := b.enqueue(t, EnqueueParams{Command: tc.command, Payload: tc.payload})

@@ -524,7 +524,7 @@ func TestBrowserStewardFlow(t *testing.T) {
 	b.step(t, "Rerun", func(t *testing.T) {
 		// Re-run a failed run: a new item, and the browser lands on its run.
 		b.open("/runs/"+failed.ID, "#run-lead")
-		require.Contains(t, b.text("#run-lead"), "Failed at step 4 (output)")
+		require.Contains(t, b.text("#run-lead"), "Failed before its first step")
 		b.check("run-failed")
 		b.do(chromedp.Click(chromedp.CSS(`form[action="/runs/` + failed.ID + `/rerun"] button`)))
 		b.eventually(`location.pathname.startsWith('/runs/') && !location.pathname.endsWith('`+failed.ID+`') && !!document.getElementById('run-live')`,

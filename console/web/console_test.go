@@ -25,8 +25,8 @@ import (
 	"github.com/holdfast-bot/holdfast/store"
 )
 
-// failedRun enqueues /summarize-thread, which replies into a Slack thread:
-// with no Slack it fails with error kind dispatch.
+// failedRun enqueues /summarize-thread, which replies into a conversation:
+// enqueued in none, it fails at once with error kind dispatch.
 func (b *bundle) failedRun(t testing.TB, brief string) *store.Run {
 	t.Helper()
 	item, _, err := b.eng.Enqueue(context.Background(), engine.EnqueueParams{Command: "/summarize-thread", DedupeKey: brief,
@@ -115,7 +115,7 @@ func TestRunsPageFiltersRerunAndCancel(t *testing.T) {
 	require.Regexp(t, `data-status="failed">failed\s*<span class="n"> 0</span>`, page)
 	require.Contains(t, page, `<option value="draft-memo" selected>/draft-memo</option>`)
 	_, page = viewer.get("/runs/" + failed.ID)
-	require.Contains(t, page, `Failed at step 4 (output) — dispatch`, "a failed run says where and why")
+	require.Contains(t, page, `Failed before its first step — dispatch`, "a failed run says where and why")
 	require.NotContains(t, page, `action="/runs/`+failed.ID+`/rerun"`, "a viewer gets no Re-run")
 	lead := page[:strings.Index(page, `id="steps-heading"`)]
 	require.NotContains(t, lead, failed.RunnerID, "no raw runner id in the lead")

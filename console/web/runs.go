@@ -327,11 +327,16 @@ func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now ti
 		return capitalize(msg) + ". Nothing was published.", true
 	case store.RunFailed, store.RunRecoveryExhausted:
 		s := "Failed"
+		started := false
 		for i, st := range run.Steps {
+			started = started || st.StartedAt != nil
 			if st.Status == engine.StepFailed {
 				s += fmt.Sprintf(" at step %d (%s)", i+1, st.Kind)
 				break
 			}
+		}
+		if !started {
+			s += " before its first step" // a reply with nowhere to land, say: known at once
 		}
 		if run.ErrorKind != "" {
 			s += " — " + run.ErrorKind
