@@ -668,6 +668,8 @@ func TestDispatch(t *testing.T) {
 		r := b.waitRun(t, it.ID, EventRunFinished)
 		require.Equal(t, store.RunFailed, r.Status)
 		require.Equal(t, KindDispatchConflict, r.ErrorKind)
+		require.NotContains(t, r.Error, "conflict:", "the reason, for people: %s", r.Error)
+		require.NotContains(t, r.Error, "run settle", r.Error)
 		require.Empty(t, r.DispatchMemoID)
 		m, err := b.db.MemoGetByID(ctx, stub.ID)
 		require.NoError(t, err)

@@ -377,7 +377,7 @@ func (x *exec) doStep(ctx context.Context, rec *store.RunStep, st workflow.Step)
 					failed = append(failed, o.Check+": "+o.Detail)
 				}
 			}
-			return failf(KindGuard, "guard failed: %s", strings.Join(failed, "; "))
+			return failf(KindGuard, "the output fails the Guard check %s", strings.Join(failed, "; "))
 		}
 		return nil
 	}
@@ -637,8 +637,9 @@ func (x *exec) settle(ctx context.Context, status, kind, msg string, dispatch *s
 			x.log.WarnContext(ctx, "dispatch refused", slog.Any("error", err))
 			x.steps[len(x.steps)-1].Status = StepFailed
 			x.steps[len(x.steps)-1].ErrorKind = KindDispatchConflict
-			x.steps[len(x.steps)-1].Error = err.Error()
-			return x.settle(ctx, store.RunFailed, KindDispatchConflict, err.Error(), nil)
+			reason := store.ReasonOf(err) // for people: "memo is at version 2, expected 1"
+			x.steps[len(x.steps)-1].Error = reason
+			return x.settle(ctx, store.RunFailed, KindDispatchConflict, reason, nil)
 		}
 		if errors.Is(err, store.ErrLeaseLost) {
 			x.log.WarnContext(ctx, "run was taken over before it settled", slog.Any("error", err))

@@ -56,9 +56,15 @@ func ReasonOf(err error) string {
 	}
 	msg := err.Error()
 	for _, s := range sentinels {
-		if errors.Is(err, s) {
-			msg = strings.TrimSuffix(strings.TrimPrefix(msg, s.Error()+": "), ": "+s.Error())
+		if !errors.Is(err, s) {
+			continue
 		}
+		// "memo update mem_1: conflict: memo is at version 2": what
+		// follows the sentinel is the reason; what precedes it is where.
+		if _, after, ok := strings.Cut(msg, s.Error()+": "); ok && after != "" {
+			msg = after
+		}
+		msg = strings.TrimSuffix(msg, ": "+s.Error())
 	}
 	return msg
 }

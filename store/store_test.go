@@ -42,6 +42,8 @@ func TestReasonOf(t *testing.T) {
 		{fmt.Errorf("memo write: %w", Refuse(ErrConflict, "version 3 is not current")), "version 3 is not current"},
 		{fmt.Errorf("%w: payload.tags has 51 tags", ErrInvalid), "payload.tags has 51 tags"},
 		{fmt.Errorf("no workflow has the command /x: %w", ErrNotFound), "no workflow has the command /x"},
+		{fmt.Errorf("memo update mem_1: %w", fmt.Errorf("%w: memo is at version 2, expected 1", ErrConflict)), "memo is at version 2, expected 1"},
+		{fmt.Errorf("session create: %w: tag slack:C1:1 is taken", ErrConflict), "tag slack:C1:1 is taken"},
 		{errors.New("disk on fire"), "disk on fire"},
 	} {
 		require.Equal(t, tc.want, ReasonOf(tc.err), tc.err.Error())

@@ -197,7 +197,7 @@ func (c *Console) sessionsView(ctx context.Context, f sessionFilter) (templates.
 func (c *Console) sessionList(w http.ResponseWriter, r *http.Request) {
 	v, err := c.sessionsView(r.Context(), parseSessionFilter(r.URL.Query()))
 	if errors.Is(err, store.ErrInvalid) {
-		c.errorPage(w, r, http.StatusBadRequest, "Bad request", err.Error())
+		c.errorPage(w, r, http.StatusBadRequest, "Bad request", store.ReasonOf(err))
 		return
 	} else if err != nil {
 		c.fail(w, r, err)
