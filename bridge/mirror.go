@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/holdfast-bot/holdfast/bridge/mrkdwn"
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/transcript"
 )
@@ -28,13 +28,17 @@ var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 // esc escapes text for mrkdwn.
 func esc(s string) string { return escaper.Replace(s) }
 
-// slackUserName is how the engine names a Slack user who has no console
-// account (engine.Decider): slack:U0123ABC.
-var slackUserName = regexp.MustCompile(`\bslack:([UW][A-Z0-9]+)\b`)
-
 // escNames is esc for the engine's sentences (refusals, why a run ended):
-// the Slack users they name are named as Slack shows people, by mention.
-func escNames(s string) string { return slackUserName.ReplaceAllString(esc(s), "<@$1>") }
+// the Slack users they name are named as Slack shows people, by mention,
+// anyone else as the engine names them.
+func escNames(s string) string {
+	return engine.PeopleIn(esc(s), func(uid string) string {
+		if u, ok := strings.CutPrefix(uid, "slack:"); ok {
+			return "<@" + u + ">"
+		}
+		return engine.PersonName(uid)
+	})
+}
 
 // mirrorOnce turns the next page of Slack sessions' transcript events into
 // outbox messages, moving the cursor in the same transaction.

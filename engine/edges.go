@@ -105,7 +105,7 @@ func EdgesMarkdown(rep *workflow.Edges) string {
 			if ex.Command != "" {
 				cmd = "(" + ex.Command + ") "
 			}
-			fmt.Fprintf(&b, "  - %s %s%s— %s\n", ex.At.UTC().Format(time.DateTime), ref, cmd, oneLine(ex.Message))
+			fmt.Fprintf(&b, "  - %s %s%s— %s\n", ex.At.UTC().Format(time.DateTime), ref, cmd, oneLine(PeopleIn(ex.Message, nil)))
 		}
 	}
 	return strings.TrimRight(b.String(), "\n")

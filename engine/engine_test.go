@@ -1103,3 +1103,18 @@ func TestTitled(t *testing.T) {
 		require.Equal(t, before, tc.in, "the caller's map is not changed")
 	}
 }
+
+// TestPeopleIn: engine texts name people by identity; readers see names.
+func TestPeopleIn(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"rejected by slack:U12AB: no":             "rejected by Slack user U12AB: no",
+		"already approved by key:key_33ms0a, ada": "already approved by API key key_33ms0a, ada",
+		"asked by engine":                         "asked by engine", // a plain word is not an identity
+		"slack:general and key:value":             "slack:general and key:value",
+	} {
+		require.Equal(t, want, PeopleIn(in, nil), in)
+	}
+	mention := func(uid string) string { return "<@" + strings.TrimPrefix(uid, "slack:") + ">" }
+	require.Equal(t, "by <@U1>", PeopleIn("by slack:U1", mention))
+}

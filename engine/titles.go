@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"regexp"
 	"strings"
 
 	"github.com/holdfast-bot/holdfast/engine/workflow"
@@ -71,4 +72,38 @@ func clip(s string) string {
 		return strings.TrimSpace(string(r[:titleChars-1])) + "…"
 	}
 	return s
+}
+
+// PersonName names an identity as the engine writes it (an item's owner, a
+// decider: "slack:U1", "key:key_1", "engine", "cli", a console username)
+// for people to read. A surface that knows more (a console user's name, a
+// Slack mention) says that instead.
+func PersonName(uid string) string {
+	switch {
+	case uid == "":
+		return "unknown"
+	case uid == "engine":
+		return "the scheduler"
+	case uid == "cli":
+		return "the command line"
+	case strings.HasPrefix(uid, "slack:"):
+		return "Slack user " + strings.TrimPrefix(uid, "slack:")
+	case strings.HasPrefix(uid, "key:"):
+		return "API key " + strings.TrimPrefix(uid, "key:")
+	default:
+		return uid
+	}
+}
+
+// identities are the uids engine texts name people by ("rejected by
+// slack:U1", "already approved by key:key_1").
+var identities = regexp.MustCompile(`\b(?:slack:[UWB][A-Z0-9]+|key:key_[a-z0-9]+)\b`)
+
+// PeopleIn names the people an engine text mentions, with name (PersonName
+// when nil) for each.
+func PeopleIn(text string, name func(uid string) string) string {
+	if name == nil {
+		name = PersonName
+	}
+	return identities.ReplaceAllStringFunc(text, name)
 }

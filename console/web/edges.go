@@ -46,7 +46,8 @@ func (c *Console) edgeList(w http.ResponseWriter, r *http.Request) {
 	for _, e := range engine.EdgeViews(edges) {
 		g := templates.EdgeGroup{Kind: e.Kind, Label: e.Label, Count: e.Count}
 		for _, ex := range e.Latest {
-			it := templates.EdgeItem{At: c.ago(ex.At), Command: ex.Command, By: ex.By, Message: ex.Message, URL: templ.SafeURL(ex.Link)}
+			it := templates.EdgeItem{At: c.ago(ex.At), Command: ex.Command, By: requester(ex.By, nil), Message: peopleIn(ex.Message),
+				URL: templ.SafeURL(ex.Link)}
 			it.Ref = firstOf(ex.RunID, ex.HoldID, ex.WorkflowMemoID, ex.SessionID, ex.Key)
 			if e.Source == store.EdgeSourceHold || e.Source == store.EdgeSourceDecision {
 				it.Ref = firstOf(ex.HoldID, ex.RunID)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -94,35 +93,17 @@ func (c *Console) holdCardStatus(ctx context.Context, card *templates.HoldCard, 
 	}
 }
 
-// requester names an item's owner for people: a console user by name, a
-// Slack user by id, an API key, or the scheduler.
+// requester names an item's owner or a decider for people: a console user
+// by name, anyone else as the engine names them.
 func requester(owner string, names map[string]string) string {
-	switch {
-	case owner == "":
-		return "unknown"
-	case names[owner] != "":
-		return names[owner]
-	case owner == "engine":
-		return "the scheduler"
-	case owner == "cli":
-		return "the command line"
-	case strings.HasPrefix(owner, "slack:"):
-		return "Slack user " + strings.TrimPrefix(owner, "slack:")
-	case strings.HasPrefix(owner, "key:"):
-		return "API key " + strings.TrimPrefix(owner, "key:")
-	default:
-		return owner
+	if n := names[owner]; n != "" {
+		return n
 	}
+	return engine.PersonName(owner)
 }
-
-// engineNames are the identities engine texts name people by (a run's
-// error says "rejected by slack:U1"): peopleIn says them as requester does.
-var engineNames = regexp.MustCompile(`\b(?:slack:[UWB][A-Z0-9]+|key:key_[a-z0-9]+)\b`)
 
 // peopleIn names the people an engine text mentions for readers.
-func peopleIn(text string) string {
-	return engineNames.ReplaceAllStringFunc(text, func(uid string) string { return requester(uid, nil) })
-}
+func peopleIn(text string) string { return engine.PeopleIn(text, nil) }
 
 // rightsOf resolves what the signed-in user may do with holds; nil when no
 // engine runs (nothing can be decided).

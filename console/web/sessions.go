@@ -400,8 +400,8 @@ func holdURL(id string) templ.SafeURL { return templ.SafeURL("/holds/" + id) }
 
 // eventView digests one event for display by its type.
 func (c *Console) eventView(ctx context.Context, e *store.Event, names map[string]string, canFork bool, csrf string) templates.EventView {
-	actor := e.Actor
-	if n, ok := names[actor]; ok {
+	actor := peopleIn(e.Actor) // "slack:U1" is Slack user U1; "engine" stays the engine
+	if n, ok := names[e.Actor]; ok {
 		actor = n
 	}
 	te := transcript.Read(ctx, c.Log, e)
