@@ -353,6 +353,8 @@ func TestWorkflowCompileErrorsBesideSource(t *testing.T) {
 		require.Regexp(t, `<div class="ln bad" id="L14">`, page, "the Destination line is marked")
 		require.NotContains(t, page, "Run now", "a viewer gets no run-now form")
 	}
+	_, page := b.signedIn(t, "steward").get("/workflows/broken")
+	require.NotContains(t, page, `id="run-now"`, "nor a steward, for a workflow that takes no items")
 }
 
 func TestSecureCookiesUnderHTTPS(t *testing.T) {

@@ -76,7 +76,11 @@ func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, wf *sto
 	base := string(workflowURL(wf))
 	v := templates.WorkflowView{Command: workflowLabel(wf), Title: wf.Title, MemoURL: memoURL(wf.MemoID), Summary: wf.Summary,
 		Invoke: wf.Invoke, Status: wf.Status, CanAdmin: id.AtLeast(store.RoleAdmin),
-		CanRun:    id.AtLeast(store.RoleSteward) && wf.Command != "" && c.canEnqueue(),
+		// Only a live workflow takes items: a paused or broken one's page
+		// says so (its status, its compile errors) instead of a form that
+		// could only be refused, unless it answers such a refusal.
+		CanRun: id.AtLeast(store.RoleSteward) && wf.Command != "" && c.canEnqueue() &&
+			(wf.Status == workflow.StatusLive && len(wf.Errors) == 0 || runErr != ""),
 		RunNowURL: base + "/enqueue", StatusURL: base + "/status", Brief: brief, DedupeKey: dedupe, RunNowError: runErr}
 	usage, err := c.Store.UsageList(r.Context(), &store.UsageListParams{Since: c.Now().Add(-7 * 24 * time.Hour), GroupBy: store.UsageByWorkflow, Limit: 500})
 	if err != nil {
