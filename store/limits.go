@@ -77,6 +77,24 @@ func CheckUsername(u string) error {
 	return CheckName("username", u)
 }
 
+// CheckSlackUserID checks the Slack user a console user is linked to: ""
+// (none) or an id as Slack writes them (U…, or W… on Enterprise Grid). A
+// typo would otherwise link nobody, silently: the user would hold no
+// steward rights in Slack.
+func CheckSlackUserID(id string) error {
+	if id == "" {
+		return nil
+	}
+	ok := len(id) >= 2 && len(id) <= 32 && (id[0] == 'U' || id[0] == 'W')
+	for _, c := range id {
+		ok = ok && ('A' <= c && c <= 'Z' || '0' <= c && c <= '9')
+	}
+	if !ok {
+		return Refuse(ErrInvalid, "%q is not a Slack user id (as Slack writes them: U0123ABCD, or W… on Enterprise Grid)", id)
+	}
+	return nil
+}
+
 // CheckMemoBody checks a memo body: UTF-8 without NUL, at most
 // MaxMemoBodyBytes bytes (past that the error wraps ErrTooLarge too).
 func CheckMemoBody(field, s string) error {

@@ -201,6 +201,9 @@ func cmdUserAdd(ctx context.Context, args []string, env map[string]string, stdin
 	if !store.ValidRole(role) {
 		return fmt.Errorf("user add: role must be viewer, steward or admin, got %q", role)
 	}
+	if err := store.CheckSlackUserID(slackUser); err != nil {
+		return fmt.Errorf("user add: --slack-user: %s", store.ReasonOf(err))
+	}
 	password, err := readPassword(pwFile, stdin)
 	if err != nil {
 		return err

@@ -148,6 +148,7 @@ func TestCLI(t *testing.T) {
 		{"UserAddStdin", "another-password\n", []string{"user", "add", "--username", "bob", "--password-file", "-"}, "", "role viewer"},
 		{"UserAddDuplicate", "", []string{"user", "add", "--username", "ada", "--password-file", pw}, "a user named ada already exists", ""},
 		{"UserAddTakenSlackUser", "", []string{"user", "add", "--username", "eve", "--password-file", pw, "--slack-user", "U1"}, "the Slack user U1 is already taken", ""},
+		{"UserAddBadSlackUser", "", []string{"user", "add", "--username", "fay", "--password-file", pw, "--slack-user", "not a slack id"}, "Slack user id", ""},
 		{"UserAddBadRole", "", []string{"user", "add", "--username", "cy", "--password-file", pw, "--role", "root"}, "role must be", ""},
 		{"UserAddShortPassword", "short\n", []string{"user", "add", "--username", "dee", "--password-file", "-"}, "at least 8", ""},
 		{"APIKeyNeedsName", "", []string{"apikey", "create"}, "--name", ""},

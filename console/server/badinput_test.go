@@ -370,6 +370,8 @@ func TestBadInput(t *testing.T) {
 			body: form("title", over)}, want: 303, location: "/sessions"},
 		{name: "ConsoleDedupeKeyOverLimit", r: request{method: "POST", path: "/workflows/draft-memo/enqueue", as: "cookie", contentType: formType,
 			body: form("brief", "b", "dedupe_key", over)}, want: 400}, // the form again, as sent
+		{name: "ConsoleUserBadSlackID", r: request{method: "POST", path: "/users", as: "admin-cookie", contentType: formType,
+			body: form("username", "fay", "password", "long enough password", "role", "steward", "slack_user_id", "not a slack id")}, want: 303, location: "/users"},
 		{name: "ConsoleUsernameOverLimit", r: request{method: "POST", path: "/users", as: "admin-cookie", contentType: formType,
 			body: form("username", over, "password", "long enough password", "role", "viewer")}, want: 303, location: "/users"},
 

@@ -65,6 +65,9 @@ func (c *Console) userCreate(w http.ResponseWriter, r *http.Request) {
 	case !store.ValidRole(role):
 		again("Choose a role: viewer, steward or admin.")
 		return
+	case store.CheckSlackUserID(slackID) != nil:
+		again(store.ReasonOf(store.CheckSlackUserID(slackID)) + ".")
+		return
 	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
 	if err != nil {
