@@ -417,7 +417,7 @@ func statusLine(s *store.Session) string {
 	if s.DoneReason != "" {
 		line += " (" + esc(s.DoneReason) + ")"
 	}
-	line += fmt.Sprintf(" · *policy* `%s` · %d events", esc(s.Policy), s.EventCount)
+	line += fmt.Sprintf(" · *policy* `%s` · %s", esc(s.Policy), engine.Count(int(s.EventCount), "event", "events"))
 	if s.ActiveRunID != "" {
 		line += fmt.Sprintf(" · active `%s`", esc(s.ActiveRunID))
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/holdfast-bot/holdfast/engine/workflow"
@@ -106,4 +107,12 @@ func PeopleIn(text string, name func(uid string) string) string {
 		name = PersonName
 	}
 	return identities.ReplaceAllStringFunc(text, name)
+}
+
+// Count says n things in words: "1 event", "3 events", "1 reply", "2 replies".
+func Count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }

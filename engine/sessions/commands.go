@@ -234,9 +234,11 @@ func digest(evs []*store.Event, prev string) string {
 	if prev != "" {
 		b.WriteString(prev + " Since then: ")
 	}
-	fmt.Fprintf(&b, "%d events: %d user messages, %d replies, %d tool calls, %d runs finished.",
-		len(evs), counts[transcript.TypeUserMessage], counts[transcript.TypeAssistantMessage], counts[transcript.TypeToolResult],
-		counts[transcript.TypeRunFinished])
+	fmt.Fprintf(&b, "%s: %s, %s, %s, %s.", engine.Count(len(evs), "event", "events"),
+		engine.Count(counts[transcript.TypeUserMessage], "user message", "user messages"),
+		engine.Count(counts[transcript.TypeAssistantMessage], "reply", "replies"),
+		engine.Count(counts[transcript.TypeToolResult], "tool call", "tool calls"),
+		engine.Count(counts[transcript.TypeRunFinished], "run finished", "runs finished"))
 	if lastAsk != "" {
 		fmt.Fprintf(&b, " Last request: %q.", truncate(lastAsk, 200))
 	}

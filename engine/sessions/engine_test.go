@@ -146,6 +146,13 @@ func TestPostureLoosensOnlyForStewards(t *testing.T) {
 			if tc.allowed {
 				require.NoError(t, err)
 				require.Equal(t, tc.to, got.Policy)
+				evs, err := svc.Events(ctx, ses.ID, timeZero, 0)
+				require.NoError(t, err)
+				changed := 0
+				if tc.from != tc.to {
+					changed = 1
+				}
+				require.Len(t, evs, len(before)+changed, "a change is recorded once; setting the posture it has records nothing")
 				return
 			}
 			require.ErrorIs(t, err, store.ErrForbidden)

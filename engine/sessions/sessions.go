@@ -432,6 +432,9 @@ func (s *Service) SetPolicy(ctx context.Context, id, policy string, by engine.De
 			return nil, store.Refuse(store.ErrForbidden, "only a steward may change the posture from %s to %s, which holds less", from, p)
 		}
 	}
+	if cur.Policy == p {
+		return cur, nil // nothing changes, so nothing is recorded
+	}
 	ses, _, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id, Policy: &p,
 		Events: []*store.EventAppendParams{transcript.EncodePtr(transcript.PolicySet{Policy: p}, by.UID())}})
 	if err != nil {
