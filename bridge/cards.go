@@ -159,7 +159,10 @@ func (b *Bridge) holdCards(ctx context.Context, channel, thread string, e transc
 			mrkdwnSection(fmt.Sprintf(":raised_hand: *%s*\n*%s* is waiting for a steward — %s", esc(c.title), esc(c.gate), c.about())),
 			slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, preview, false, true), nil, nil),
 			holdButtons(c.id),
-			mrkdwnContext(fmt.Sprintf("%s in the console · run `%s`%s%s", b.holdLink(c.id), esc(c.runID), needs, from)),
+			// The short id is what `@bot approve <short id>` takes in a
+			// thread with several open holds.
+			mrkdwnContext(fmt.Sprintf("%s in the console · hold `%s` · run `%s`%s%s", b.holdLink(c.id), engine.ShortHoldID(c.id),
+				esc(c.runID), needs, from)),
 		}
 		bj, _ := json.Marshal(blocks) // slack-go's block types always marshal
 		return string(bj)

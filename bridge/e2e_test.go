@@ -38,6 +38,7 @@ func (tb *testBundle) holdCard(t *testing.T, channel, root string) (fakeslack.Ca
 		require.Equal(t, []any{"hold_reject", holdID, "danger"}, []any{reject["action_id"], reject["value"], reject["style"]})
 		require.Equal(t, []any{"hold_review", holdID}, []any{review["action_id"], review["value"]})
 		require.Contains(t, text(card), "http://holdfast.test/holds/"+holdID)
+		require.Contains(t, text(card), "hold `"+engine.ShortHoldID(holdID)+"`", "the short id a thread decision takes")
 		return card, holdID
 	}
 	t.Fatal("hold card without an actions block")
