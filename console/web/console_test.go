@@ -353,3 +353,20 @@ func TestMemoEditBreaksWorkflow(t *testing.T) {
 	_, page = admin.get("/memos/" + m.ID)
 	require.Contains(t, page, "It does not compile: 1 error (line", "the memo's page says so too")
 }
+
+// Renaming a memo that workflows name (a Gate, a Hook) breaks them; the
+// save says which, at once, instead of a plain "Saved".
+func TestMemoRenameBreaksWorkflows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	steward := b.signedIn(t, "steward")
+	m, err := b.db.MemoGetByTitle(ctx, "Style guide")
+	require.NoError(t, err)
+	status, page, landed := steward.postFollow("/memos/"+m.ID+"/edit", url.Values{"expected_version": {strconv.FormatInt(m.ContentVersion, 10)},
+		"title": {"House style"}, "body": {m.Body}})
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "/memos/"+m.ID, landed)
+	require.Contains(t, page, "Saved: version 2, but /draft-memo and /weekly-digest no longer compile", "both name it as their Gate")
+	require.Contains(t, page, `class="flash error"`)
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -264,6 +265,7 @@ func (c *Console) memoEdit(w http.ResponseWriter, r *http.Request) {
 	title := strings.TrimSpace(r.PostFormValue("title"))
 	body := strings.ReplaceAll(r.PostFormValue("body"), "\r\n", "\n")
 	notes := strings.TrimSpace(r.PostFormValue("notes"))
+	compiledBefore := c.compilingWorkflows(ctx)
 	up, err := c.Library.Update(ctx, library.UpdateParams{ID: m.ID, ExpectedVersion: expected, Title: &title, Body: body, Notes: &notes})
 	switch {
 	case errors.Is(err, store.ErrConflict):
@@ -299,7 +301,41 @@ func (c *Console) memoEdit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Workflows name memos (a Gate, a Hook) by title: a rename, or an edit of
+	// one such memo, can leave them broken, which the writer must hear now.
+	var broke []string
+	compiledAfter := c.compilingWorkflows(ctx)
+	for cmd := range compiledBefore {
+		if !compiledAfter[cmd] {
+			broke = append(broke, cmd)
+		}
+	}
+	if len(broke) > 0 {
+		slices.Sort(broke)
+		verb := " no longer compiles"
+		if len(broke) > 1 {
+			verb = " no longer compile"
+		}
+		c.redirect(w, r, "/memos/"+up.ID, saved+", but "+strings.Join(broke, " and ")+verb+
+			" (a workflow names memos by title), so it takes no runs until the workflow or this memo is mended.", true)
+		return
+	}
 	c.redirect(w, r, "/memos/"+up.ID, saved+".", false)
+}
+
+// compilingWorkflows is the set of workflow commands that compile now.
+func (c *Console) compilingWorkflows(ctx context.Context) map[string]bool {
+	out := map[string]bool{}
+	wfs, err := c.Store.WorkflowList(ctx)
+	if err != nil {
+		return out
+	}
+	for _, wf := range wfs {
+		if wf.Command != "" && len(wf.Errors) == 0 {
+			out[wf.Command] = true
+		}
+	}
+	return out
 }
 
 // compileSummary says how a workflow fails to compile, naming the first
