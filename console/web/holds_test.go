@@ -148,6 +148,7 @@ func TestHoldDecisions(t *testing.T) {
 		_, page := steward.get("/runs/" + h.RunID)
 		require.Contains(t, page, "Rejected by steward: off topic. Nothing was published.", "the run says who rejected it and why")
 		require.NotContains(t, page, "nothing yet")
+		require.NotContains(t, page, `<span class="status held">`, "no step waits any more")
 		status, page, _ = steward.postFollow("/holds/"+h.ID+"/decision", url.Values{"decision": {"maybe"}})
 		require.Equal(t, http.StatusOK, status)
 		require.Contains(t, page, `decision must be &#34;approve&#34; or &#34;reject&#34;, got &#34;maybe&#34;`)

@@ -417,6 +417,11 @@ func waterfall(run *store.Run, m workflow.Manifest, holds []*store.Hold, now tim
 		}
 	}
 	for i, s := range run.Steps {
+		if run.Settled() && (s.Status == engine.StepHeld || s.Status == engine.StepRunning) {
+			// The run ended while this step waited (a rejection, a
+			// terminate): it ended with the run, it is not waiting still.
+			s.Status = run.Status
+		}
 		sv := &templates.StepView{N: i + 1, Kind: s.Kind, Status: s.Status, ErrorKind: s.ErrorKind, Error: s.Error}
 		if i < len(m.Steps) {
 			sv.Text = m.Steps[i].Text
