@@ -165,7 +165,9 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, te
 			if e.ErrorKind != "" && e.ErrorKind != e.Status {
 				msg += fmt.Sprintf(" (%s)", esc(e.ErrorKind))
 			}
-			if e.Error != "" {
+			if rest, ok := strings.CutPrefix(e.Error, "run "+e.Status+" "); ok {
+				msg += " " + escNames(firstLine(rest, 300)) // "run cancelled by …" goes on the line's own "cancelled"
+			} else if e.Error != "" {
 				msg += ": " + escNames(firstLine(e.Error, 300))
 			}
 			return line(msg + ".")

@@ -89,8 +89,13 @@ func TestMirrorRunLifecycle(t *testing.T) {
 	tb.appendEvent(t, ses.ID, "memo_dispatched", map[string]any{"runId": "run_1", "memoId": memo.ID, "title": "Otters"})
 	tb.appendEvent(t, ses.ID, "run_finished", map[string]any{"runId": "run_1", "status": "succeeded"})
 	tb.appendEvent(t, ses.ID, "run_finished", map[string]any{"runId": "run_2", "status": "failed", "errorKind": "guard", "error": "too long"})
+	tb.appendEvent(t, ses.ID, "run_finished", map[string]any{"runId": "run_3", "status": "cancelled", "errorKind": "cancelled",
+		"error": "run cancelled by slack:U7"})
 	tb.waitPost(t, "C5", root, func(c fakeslack.Call) bool {
 		return strings.Contains(c.Form["text"], "Run `run_2` failed (guard): too long.")
+	})
+	tb.waitPost(t, "C5", root, func(c fakeslack.Call) bool {
+		return c.Form["text"] == ":x: Run `run_3` cancelled by <@U7>." // not "cancelled: run cancelled by"
 	})
 
 	var texts []string

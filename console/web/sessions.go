@@ -479,7 +479,9 @@ func (c *Console) eventView(ctx context.Context, e *store.Event, names map[strin
 		if ev.ErrorKind != "" && ev.ErrorKind != ev.Status {
 			v.Text += " (" + ev.ErrorKind + ")"
 		}
-		if ev.Error != "" {
+		if rest, ok := strings.CutPrefix(ev.Error, "run "+ev.Status+" "); ok {
+			v.Text += " " + peopleIn(rest) // "run cancelled by …" goes on the line's own "cancelled"
+		} else if ev.Error != "" {
 			v.Text += ": " + peopleIn(ev.Error)
 		}
 		runLink()
