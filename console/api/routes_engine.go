@@ -56,6 +56,10 @@ func (a *API) enqueue(w http.ResponseWriter, r *http.Request) {
 	if !a.engineOr503(w) {
 		return
 	}
+	if strings.TrimSpace(chi.URLParam(r, "command")) == "" {
+		WriteError(w, http.StatusNotFound, "no workflow is named: POST /api/workflows/<command>/enqueue")
+		return
+	}
 	var req enqueueRequest
 	if !Decode(w, r, &req) {
 		return

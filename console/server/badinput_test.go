@@ -252,6 +252,8 @@ func TestBadInput(t *testing.T) {
 		{name: "UnknownSession", r: request{method: "GET", path: "/api/sessions/ses_missing", as: "viewer"}, want: 404},
 		{name: "UnknownTag", r: request{method: "GET", path: "/api/sessions/resolve?tag=nobody:here", as: "viewer"}, want: 404},
 		{name: "UnknownEventsSession", r: request{method: "GET", path: "/api/sessions/ses_missing/events", as: "viewer"}, want: 404},
+		{name: "EmptyCommand", r: request{method: "POST", path: "/api/workflows//enqueue", as: "steward", contentType: jsonType,
+			body: js(map[string]any{"payload": map[string]any{}})}, want: 404},
 		{name: "UnknownCommand", r: request{method: "POST", path: "/api/workflows/no-such/enqueue", as: "steward", contentType: jsonType,
 			body: js(map[string]any{"dedupeKey": "k"})}, want: 404},
 		{name: "UnknownHoldDecision", r: request{method: "POST", path: "/api/holds/hld_missing/decision", as: "steward", contentType: jsonType,
