@@ -421,5 +421,8 @@ func statusLine(s *store.Session) string {
 	if s.ActiveRunID != "" {
 		line += fmt.Sprintf(" · active `%s`", esc(s.ActiveRunID))
 	}
+	if s.OpenHolds > 0 {
+		line += " · " + engine.Count(int(s.OpenHolds), "hold", "holds") + " waiting for a steward"
+	}
 	return line + fmt.Sprintf(" · session `%s`", esc(s.ID))
 }

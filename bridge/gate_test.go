@@ -169,3 +169,16 @@ func TestSlackAmbiguousThreadDecision(t *testing.T) {
 }
 
 func stewardsCfg(c *bridge.Config) { c.Stewards = []string{"USTEWARD", "USTEWARD2"} }
+
+// TestSlackStatusSaysWhatWaits: a thread whose run waits on a steward says
+// so in its status, not just "idle".
+func TestSlackStatusSaysWhatWaits(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{real: true, cfg: stewardsCfg})
+	root := tb.ts()
+	tb.event(t, "EvSW1", mention("CW", "U1", root, "", "draft-memo Kelp\nKelp forests sway."))
+	tb.holdCard(t, "CW", root)
+	tb.event(t, "EvSW2", mention("CW", "U1", tb.ts(), root, "status"))
+	st := tb.waitPost(t, "CW", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "*Status:*") })
+	require.Contains(t, st.Form["text"], "1 hold waiting for a steward")
+}
