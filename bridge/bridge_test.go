@@ -539,3 +539,20 @@ func TestMentionReplayRecordsOnce(t *testing.T) {
 	require.Equal(t, 1, requests())
 	require.Len(t, tb.posts("CX", root), 1)
 }
+
+// TestMidSentenceMention: the bot named inside a sentence leaves no gap in
+// what is recorded, and another person named stays named.
+func TestMidSentenceMention(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, standIns())
+	root := tb.ts()
+	m := mention("CM", "U1", root, "", "")
+	m["text"] = "hey <@" + fakeslack.BotUserID + ">   can you help <@U2> today"
+	tb.event(t, "EvMid1", m)
+	tb.inboxDrained(t)
+	evs, err := tb.sessions.Events(tb.ctx, tb.threadSession(t, "CM", root).ID, time.Time{}, 10)
+	require.NoError(t, err)
+	require.NotEmpty(t, evs)
+	require.Equal(t, "user_message", evs[0].Type)
+	require.Equal(t, "hey can you help @U2 today", evs[0].Payload["text"])
+}

@@ -182,7 +182,7 @@ func (in *Interaction) ThreadTS() string {
 	return in.Container.ThreadTS
 }
 
-var mentionRE = regexp.MustCompile(`<@([UW][A-Z0-9]+)(\|[^>]*)?>`)
+var mentionRE = regexp.MustCompile(`[ \t]*<@([UW][A-Z0-9]+)(\|[^>]*)?>[ \t]*`)
 
 // stripMention removes mentions of botUserID (all mentions when unknown)
 // and tidies the space they leave.
@@ -190,7 +190,7 @@ func stripMention(text, botUserID string) string {
 	text = mentionRE.ReplaceAllStringFunc(text, func(m string) string {
 		id := mentionRE.FindStringSubmatch(m)[1]
 		if botUserID == "" || id == botUserID {
-			return " "
+			return " " // the spaces around it, too: "hey <@B> you" is "hey you"
 		}
 		return m
 	})
