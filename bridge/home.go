@@ -10,6 +10,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/holdfast-bot/holdfast/bridge/mrkdwn"
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/store"
 )
@@ -135,8 +136,9 @@ func (b *Bridge) homeView(ctx context.Context, user string) (*slack.HomeTabViewR
 	} else {
 		var sb strings.Builder
 		for _, r := range runs {
+			// A title is markdown its asker wrote: plain text in a link's label.
 			fmt.Fprintf(&sb, "• `%s` <%s/runs/%s|%s> — `%s`, %s ago\n", esc(r.Status), b.cfg.BaseURL, r.ID,
-				esc(orDefault(runTitle(r), r.ID)), esc(r.Command), age(time.Since(r.CreatedAt)))
+				mrkdwn.Label([]byte(orDefault(runTitle(r), r.ID)), 150), esc(r.Command), age(time.Since(r.CreatedAt)))
 		}
 		blocks = append(blocks, mrkdwnSection(sb.String()))
 	}

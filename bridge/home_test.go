@@ -133,3 +133,16 @@ func TestAppHome(t *testing.T) {
 	require.Equal(t, http.StatusOK, tb.homeClick(t, "USTEWARD2", "hold_reject", apiHold.ID))
 	tb.homeHas(t, "USTEWARD", func(h string) bool { return !strings.Contains(h, apiHold.ID) }, "decided: gone from the Home")
 }
+
+// TestAppHomeTitlesArePlain: a run's title is markdown its asker wrote; the
+// Home shows it as text in its link, a | included.
+func TestAppHomeTitlesArePlain(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{real: true, cfg: stewardsCfg})
+	root := tb.ts()
+	tb.event(t, "EvAT1", mention("CT", "U1", root, "", "draft-memo Please write up [otter facts](https://otters.test) | now\nOtters."))
+	tb.holdCard(t, "CT", root)
+	tb.event(t, "EvAT2", homeOpened("U1"))
+	home := tb.homeHas(t, "U1", func(h string) bool { return strings.Contains(h, "Your recent runs") }, "U1's Home")
+	require.Contains(t, home, "|Please write up otter facts ∣ now>")
+}

@@ -61,3 +61,10 @@ func (r *renderer) plainBlocks(b *strings.Builder, n ast.Node) {
 		r.plainBlocks(b, c)
 	}
 }
+
+// labelBar stands for | in a link's label (<url|label>), where Slack has no
+// escape for it and a | would end the label: ∣ reads the same.
+const labelBar = "∣"
+
+// Label is Fallback for the label of a link (<url|label>).
+func Label(md []byte, n int) string { return strings.ReplaceAll(Fallback(md, n), "|", labelBar) }

@@ -24,6 +24,7 @@ func TestRender(t *testing.T) {
 		{"link formatted label flattened", "[**bold** `c`](http://x.y)", "<http://x.y|bold c>"},
 		{"link label equals url", "[https://x.y](https://x.y)", "<https://x.y>"},
 		{"link pipe in url", "[t](https://x.y/a|b)", "<https://x.y/a%7Cb|t>"},
+		{"link pipe in label", "[a | b](https://x.y)", "<https://x.y|a ∣ b>"},
 		{"mailto link", "[mail](mailto:a@b.c)", "<mailto:a@b.c|mail>"},
 		{"javascript link inert", "[click](javascript:alert(1))", "click"},
 		{"javascript link keeps formatting", "[**click**](JavaScript:alert(1))", "*click*"},

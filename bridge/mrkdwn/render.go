@@ -480,7 +480,7 @@ func wrap(s, marker string) string {
 // label is plain text. Newlines would end the link, so they become spaces.
 func link(url, label string) string {
 	label = strings.Join(strings.Fields(label), " ")
-	l := esc(label)
+	l := strings.ReplaceAll(esc(label), "|", labelBar)
 	if l == "" || l == url {
 		return "<" + url + ">"
 	}
