@@ -380,7 +380,7 @@ func TestButtonsAndThreadDecisions(t *testing.T) {
 	eph := tb.slack.Delivered("chat.postEphemeral")[0]
 	require.Equal(t, "UNOBODY", eph.Form["user"])
 	require.Equal(t, root, eph.Form["thread_ts"])
-	require.Contains(t, eph.Form["text"], "can't decide this hold")
+	require.Contains(t, eph.Form["text"], "can't approve this hold")
 	require.Contains(t, eph.Form["text"], "http://holdfast.test/holds/hld_1")
 
 	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_reject", "hld_1", "C3", "1.5", root))

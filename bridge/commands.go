@@ -334,8 +334,10 @@ func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix st
 			return tell(fmt.Sprintf(":white_check_mark: You approved *%s*; it is being published.", esc(title)))
 		}
 	case errors.Is(err, store.ErrForbidden):
-		return tell(fmt.Sprintf(":no_entry: You can't decide this hold: %s. Nothing was changed. Stewards can decide it here or in the console: %s",
-			escNames(store.ReasonOf(err)), b.holdLink(d.holdID)))
+		// Named by the verb refused: a requester may not approve their own
+		// run but may reject it.
+		return tell(fmt.Sprintf(":no_entry: You can't %s this hold: %s. Nothing was changed. Stewards can decide it here or in the console: %s",
+			d.verb, escNames(store.ReasonOf(err)), b.holdLink(d.holdID)))
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalid):
 		return tell(fmt.Sprintf(":information_source: Nothing was changed: %s.", escNames(store.ReasonOf(err))))
 	case errors.Is(err, store.ErrNotFound):

@@ -97,7 +97,7 @@ func TestEndToEnd(t *testing.T) {
 	tb.eventually(t, func() bool { return len(tb.slack.Delivered("chat.postEphemeral")) == 1 }, 10*time.Second)
 	eph := tb.slack.Delivered("chat.postEphemeral")[0]
 	require.Equal(t, "UNOBODY", eph.Form["user"])
-	require.Contains(t, eph.Form["text"], "can't decide this hold")
+	require.Contains(t, eph.Form["text"], "can't approve this hold")
 	tb.inboxDrained(t)
 	h, err := tb.store.HoldGetByID(tb.ctx, holdID)
 	require.NoError(t, err)

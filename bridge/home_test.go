@@ -125,7 +125,7 @@ func TestAppHome(t *testing.T) {
 
 	// A refused Home click on it reaches the user in their DM with the app.
 	require.Equal(t, http.StatusOK, tb.homeClick(t, "UNOBODY", "hold_approve", apiHold.ID))
-	dm := tb.waitPost(t, "UNOBODY", "", func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "can't decide this hold") })
+	dm := tb.waitPost(t, "UNOBODY", "", func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "can't approve this hold") })
 	require.Contains(t, dm.Form["text"], "not a steward")
 	h, err := tb.store.HoldGetByID(tb.ctx, apiHold.ID)
 	require.NoError(t, err)

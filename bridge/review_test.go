@@ -122,12 +122,12 @@ func TestReviewRefusals(t *testing.T) {
 				status, _ := tb.reviewClick(t, "UNOBODY", holdID, "CV", card.TS, root)
 				require.Equal(t, http.StatusOK, status)
 			}},
-		{name: "NonStewardSubmission", user: "UNOBODY", want: "You can't decide this hold: <@UNOBODY> is not a steward; only stewards may decide holds. Nothing was changed. Stewards can decide it here",
+		{name: "NonStewardSubmission", user: "UNOBODY", want: "You can't approve this hold: <@UNOBODY> is not a steward; only stewards may decide holds. Nothing was changed. Stewards can decide it here",
 			act: func(t *testing.T, holdID string, card fakeslack.Call, root string) {
 				status, _ := tb.submitReview(t, "UNOBODY", holdID, review{decision: "approve", output: ptr("# Mine\n\ntaken over")})
 				require.Equal(t, http.StatusOK, status)
 			}},
-		{name: "RequesterSubmission", user: "USTEWARD2", requester: "USTEWARD2", want: "asked for this run and may not approve it",
+		{name: "RequesterSubmission", user: "USTEWARD2", requester: "USTEWARD2", want: "You can't approve this hold: <@USTEWARD2> asked for this run and may not approve it",
 			act: func(t *testing.T, holdID string, card fakeslack.Call, root string) {
 				status, _ := tb.submitReview(t, "USTEWARD2", holdID, review{decision: "approve"})
 				require.Equal(t, http.StatusOK, status)
