@@ -370,3 +370,13 @@ func TestMemoRenameBreaksWorkflows(t *testing.T) {
 	require.Contains(t, page, "Saved: version 2, but /draft-memo and /weekly-digest no longer compile", "both name it as their Gate")
 	require.Contains(t, page, `class="flash error"`)
 }
+
+// The library lists each memo with an excerpt of its text, its markup gone.
+func TestMemoListExcerpts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, page := b.signedIn(t, "viewer").get("/memos?type=workflow")
+	require.Contains(t, page, "Command /draft-memo", "the seeded workflow's Trigger, as text")
+	require.NotContains(t, page, "Command**")
+	require.NotContains(t, page, "`/draft-memo`")
+}

@@ -20,38 +20,36 @@ import (
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/search"
+	"github.com/holdfast-bot/holdfast/engine/workflow"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/templates"
 )
 
 func memoURL(id string) templ.SafeURL { return templ.SafeURL("/memos/" + id) }
 
-// snippet is the first words of a memo body, markdown markers dropped.
+// snippet is the first words of a memo body as text, without its markup.
+// Only the body's first snippetSource bytes (cut at a line) are read: a
+// page lists up to 50 memos of up to 1 MiB each.
 func snippet(body string, n int) string {
-	var b strings.Builder
-	for _, line := range strings.Split(body, "\n") {
-		line = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(line), "#>-*0123456789. `"))
-		if line == "" {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(line)
-		if b.Len() >= n {
-			break
+	if len(body) > snippetSource {
+		if i := strings.LastIndexByte(body[:snippetSource], '\n'); i > 0 {
+			body = body[:i]
+		} else {
+			cut := snippetSource
+			for cut > 0 && !utf8.RuneStart(body[cut]) {
+				cut--
+			}
+			body = body[:cut]
 		}
 	}
-	s := b.String()
-	if len(s) > n {
-		cut := n
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
+	s := workflow.PlainText([]byte(body))
+	if utf8.RuneCountInString(s) > n {
+		s = strings.TrimSpace(string([]rune(s)[:n])) + "…"
 	}
 	return s
 }
+
+const snippetSource = 4 << 10
 
 // memoPage is the library's page size when the search box is empty.
 const memoPage = 50

@@ -70,3 +70,29 @@ func FirstHeading(md []byte) string {
 	}
 	return ""
 }
+
+// PlainText is md's prose without its markup (headings, paragraphs and list
+// items, joined by single spaces; code blocks and tables left out): what an
+// excerpt of a memo shows.
+func PlainText(md []byte) string {
+	md = normalizeCR(md)
+	doc, _ := parseMarkdown(md)
+	c := &compiler{src: md}
+	var parts []string
+	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		if !entering {
+			return ast.WalkContinue, nil
+		}
+		switch n.Kind() {
+		case ast.KindParagraph, ast.KindHeading, ast.KindTextBlock:
+			if t := c.inlineText(n); t != "" {
+				parts = append(parts, t)
+			}
+			return ast.WalkSkipChildren, nil
+		case ast.KindFencedCodeBlock, ast.KindCodeBlock, ast.KindHTMLBlock:
+			return ast.WalkSkipChildren, nil
+		}
+		return ast.WalkContinue, nil
+	})
+	return strings.Join(strings.Fields(strings.Join(parts, " ")), " ")
+}
