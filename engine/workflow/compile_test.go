@@ -685,10 +685,10 @@ func TestCommandOf(t *testing.T) {
 func TestPlainText(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"# Broken\n\n## Trigger\n- **Command** `/broken`\n- **Status** `live`\n": "Broken Trigger Command /broken Status live",
-		"Some [linked](https://x.y) *words*,\nwrapped.\n\n```prompt\nhidden\n```\n":     "Some linked words, wrapped.",
+		"# Broken\n\n## Trigger\n- **Command** `/broken`\n- **Status** `live`\n":    "Broken Trigger Command /broken Status live",
+		"Some [linked](https://x.y) *words*,\nwrapped.\n\n```prompt\nhidden\n```\n": "Some linked words, wrapped.",
 		"> quoted\n\n1. first\n2. second":                                           "quoted first second",
-		"": "",
+		"":                                                                          "",
 	} {
 		require.Equal(t, want, PlainText([]byte(in)), in)
 	}
