@@ -1,7 +1,6 @@
 package web
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
@@ -64,7 +63,7 @@ func (c *Console) workflowEnqueue(w http.ResponseWriter, r *http.Request) {
 	}
 	item, created, err := c.Engine.Enqueue(r.Context(), engine.EnqueueParams{Command: wf.Command, DedupeKey: dedupe,
 		Payload: map[string]any{"brief": brief}, OwnerUID: actorOf(r)})
-	if status, ok := refusalStatus(err); ok && !errors.Is(err, store.ErrNotFound) {
+	if status, ok := refusalStatus(err); ok {
 		again(status, store.ReasonOf(err))
 		return
 	} else if err != nil {
