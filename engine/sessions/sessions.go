@@ -260,13 +260,26 @@ func (s *Service) Fork(ctx context.Context, id string, at time.Time, by Source) 
 	if err != nil {
 		return nil, err
 	}
-	ses, err := s.st.SessionFork(ctx, &store.SessionForkParams{SourceID: id, At: at, Policy: policy,
+	ses, err := s.st.SessionFork(ctx, &store.SessionForkParams{SourceID: id, At: at, Policy: policy, Title: forkTitle(src.Title),
 		CallerUser: callerUser(by), CallerKeyID: by.KeyID, CreatedBy: by.UID()})
 	if err != nil {
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "session forked", slog.String("session_id", ses.ID), slog.String("forked_from", id))
 	return ses, nil
+}
+
+// forkTitle tells a fork from its source in listings: "Fork of <title>",
+// within the title limit; an untitled source's fork is untitled too.
+func forkTitle(title string) string {
+	if strings.TrimSpace(title) == "" {
+		return ""
+	}
+	const prefix = "Fork of "
+	if r := []rune(title); len(r) > store.MaxNameChars-len(prefix) {
+		title = string(r[:store.MaxNameChars-len(prefix)-1]) + "…"
+	}
+	return prefix + title
 }
 
 // ListParams filters the listing. Nil Origins means DefaultOrigins.

@@ -203,6 +203,7 @@ func TestForkRestoresEventsAndPostureOfItsMoment(t *testing.T) {
 	require.Equal(t, "key:key_forker", fork.CreatedBy, "the fork is its forker's")
 	require.Equal(t, store.PolicyYolo, fork.Policy, "the fork restores the posture of its moment")
 	require.Equal(t, src.Origin, fork.Origin)
+	require.Equal(t, "Fork of draft", fork.Title, "told apart from its source in every listing")
 	srcEvents := b.events(t, src.ID)
 	forkEvents := b.events(t, fork.ID)
 	require.Len(t, forkEvents, 3)
