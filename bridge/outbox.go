@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -126,7 +127,11 @@ func (b *Bridge) attempt(ctx, rec context.Context, m *store.SlackOutboxMsg, log 
 	defer span.End()
 	fail := func(msg string) error {
 		b.metrics.failed.Inc()
-		return b.store.SlackOutboxFail(rec, m.ID, m.Claim, msg)
+		if err := b.store.SlackOutboxFail(rec, m.ID, m.Claim, msg); err != nil {
+			return err
+		}
+		b.sentNotify() // a refusal is an outcome too: whoever awaits the message hears it now
+		return nil
 	}
 	opts := []slack.MsgOption{slack.MsgOptionText(m.Text, false)}
 	if m.Blocks != "" {
@@ -165,6 +170,9 @@ func (b *Bridge) attempt(ctx, rec context.Context, m *store.SlackOutboxMsg, log 
 		_, ts, _, err = b.api.UpdateMessageContext(ctx, m.Channel, ref.SentTS, opts...)
 	case store.SlackPublish:
 		err = b.publishHome(ctx, m)
+	case store.SlackRespond:
+		err = slack.PostWebhookCustomHTTPContext(ctx, m.ResponseURL, responseClient,
+			&slack.WebhookMessage{ResponseType: "ephemeral", Text: m.Text})
 	default:
 		return fail("unknown method " + m.Method)
 	}
@@ -331,6 +339,10 @@ func (b *Bridge) ownBotID(ctx context.Context) (string, error) {
 
 // slackTS writes t as a Slack timestamp ("<seconds>.<microseconds>").
 func slackTS(t time.Time) string { return fmt.Sprintf("%d.%06d", t.Unix(), t.Nanosecond()/1000) }
+
+// responseClient posts to slash commands' response_urls, which are
+// Slack's hooks rather than its Web API; bounded as Web API calls are.
+var responseClient = &http.Client{Timeout: 30 * time.Second}
 
 // transientSlackErrors are ok:false answers that mean "try again later".
 var transientSlackErrors = map[string]bool{

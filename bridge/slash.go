@@ -153,6 +153,22 @@ func (b *Bridge) handleSlashRun(ctx context.Context, it *store.SlackInboxItem) e
 		return err
 	}
 	root, err := b.awaitSent(ctx, rootKey, slashRootWait)
+	if refused := (*refusedError)(nil); errors.As(err, &refused) {
+		// Usually the bot is not in the channel. Slack's command reached
+		// us anyway, and so does its response_url; without this answer
+		// the user would hear nothing at all.
+		bot, _ := b.botUserID.Load().(string)
+		invite := "`/invite @holdfast`"
+		if bot != "" {
+			invite = fmt.Sprintf("`/invite` <@%s>", bot)
+		}
+		if rerr := b.enqueueOutbox(ctx, &store.SlackOutboxAddParams{DedupeKey: rootKey + ":refused", Queue: "respond:" + it.Key,
+			Method: store.SlackRespond, Channel: channel, User: user, ResponseURL: form.Get("response_url"),
+			Text: fmt.Sprintf(":warning: `%s` did not start: Slack would not let me post in this channel (`%s`). Invite me with %s, or run it in a channel I'm in.",
+				esc(cmd.Name), esc(refused.reason), invite)}); rerr != nil {
+			return rerr
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -173,6 +189,14 @@ func (b *Bridge) handleSlashRun(ctx context.Context, it *store.SlackInboxItem) e
 	return b.enqueue(ctx, it, m, root, ses.ID, cmd.Name, cmd.Arg, b.log.With(slog.String("session_id", ses.ID)))
 }
 
+// refusedError is a message Slack refused for good (reason is Slack's
+// error, such as not_in_channel). It is errMalformed: trying the delivery
+// again cannot help.
+type refusedError struct{ reason string }
+
+func (e *refusedError) Error() string { return "Slack refused the command's message: " + e.reason }
+func (e *refusedError) Unwrap() error { return errMalformed }
+
 // awaitSent waits until the outbox has sent the message key and answers
 // its ts; errNotYet when it is not sent within wait (a Slack outage: the
 // delivery is tried again later), an error when Slack refused it for good.
@@ -189,7 +213,7 @@ func (b *Bridge) awaitSent(ctx context.Context, key string, wait time.Duration) 
 		case store.SlackOutboxSentSt:
 			return m.SentTS, nil
 		case store.SlackOutboxFailed:
-			return "", fmt.Errorf("%w: Slack refused the command's message: %s", errMalformed, m.LastError)
+			return "", &refusedError{reason: m.LastError}
 		}
 		select {
 		case <-sent:

@@ -19,7 +19,7 @@ import (
 func (tb *testBundle) slash(t *testing.T, user, channel, text string) (int, string) {
 	t.Helper()
 	form := url.Values{"token": {"ignored"}, "team_id": {fakeslack.TeamID}, "channel_id": {channel}, "user_id": {user},
-		"command": {"/holdfast"}, "text": {text}, "response_url": {"https://hooks.slack.test/commands/1"},
+		"command": {"/holdfast"}, "text": {text}, "response_url": {tb.slack.ResponseURL("1")},
 		"trigger_id": {fmt.Sprintf("trig-%d", time.Now().UnixNano())}, "api_app_id": {"A1"}}
 	return tb.post(t, "/slack/commands", "application/x-www-form-urlencoded", []byte(form.Encode()))
 }
@@ -84,6 +84,39 @@ func TestSlashCommand(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, status)
 	tb.quiet(t)
 	require.Len(t, tb.posts("CS", ""), 1, "one top-level message")
+}
+
+// TestSlashRunWhereICannotPost: `/holdfast run` in a channel Slack will
+// not let the bot post in (not a member, archived) starts nothing and
+// says why, once, at the command's response_url: the one way to reach
+// the user there.
+func TestSlashRunWhereICannotPost(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{real: true, cfg: stewardsCfg})
+	status, body := tb.slash(t, "U1", fakeslack.ChannelGone, "run draft-memo Lichens")
+	require.Equal(t, http.StatusOK, status)
+	require.Empty(t, body)
+	var answer fakeslack.Call
+	tb.eventually(t, func() bool {
+		calls := tb.slack.Delivered("response_url")
+		if len(calls) > 0 {
+			answer = calls[0]
+		}
+		return len(calls) > 0
+	}, 10*time.Second, "no answer at the response_url")
+	require.Equal(t, "/commands/1", answer.Form["path"])
+	require.Equal(t, "ephemeral", answer.Form["response_type"])
+	require.Contains(t, answer.Form["text"], "`draft-memo` did not start")
+	require.Contains(t, answer.Form["text"], "channel_not_found")
+	require.Contains(t, answer.Form["text"], "/invite")
+	tb.quiet(t)
+	require.Len(t, tb.slack.Delivered("response_url"), 1, "answered once")
+	require.Empty(t, tb.slack.Messages(fakeslack.ChannelGone))
+	counts, err := tb.store.QueueItemCountByStatus(tb.ctx)
+	require.NoError(t, err)
+	for status, n := range counts {
+		require.Zero(t, n, "nothing was queued: %s", status)
+	}
 }
 
 func mustHold(t *testing.T, tb *testBundle, id string) *store.Hold {

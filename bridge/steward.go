@@ -114,7 +114,7 @@ func (b *Bridge) archiveURL(channel, ts string) string {
 }
 
 // sentWait answers a channel closed the next time the outbox records a
-// message sent.
+// message's outcome: sent, or refused for good.
 func (b *Bridge) sentWait() <-chan struct{} {
 	b.sent.mu.Lock()
 	defer b.sent.mu.Unlock()

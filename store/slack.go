@@ -258,6 +258,8 @@ const (
 	// SlackPublish publishes User's App Home; the bridge renders the view
 	// when it sends it, so a queued publish always shows the latest state.
 	SlackPublish = "views.publish"
+	// SlackRespond answers a slash command ephemerally at its ResponseURL.
+	SlackRespond = "response_url"
 )
 
 // Outbox statuses.
@@ -283,6 +285,8 @@ type SlackOutboxAddParams struct {
 	// RefKey, for chat.update, is the dedupe key of the message to update:
 	// its ts is the one recorded when it was posted.
 	RefKey string
+	// ResponseURL, for SlackRespond, is the slash command's response_url.
+	ResponseURL string
 	// TraceContext is the W3C traceparent of the work that queued the
 	// message, so its post joins that trace ("" for none).
 	TraceContext string

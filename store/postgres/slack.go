@@ -242,11 +242,11 @@ func outboxAddTx(ctx context.Context, tx *txn, msgs []*store.SlackOutboxAddParam
 	for i, m := range msgs {
 		// A message is its queue's head if nothing else of the queue is pending.
 		stmts[i] = queuedExec{sql: `INSERT INTO slack_outbox
-			(dedupe_key, queue, method, channel, thread_ts, recipient, text, blocks, ref_key, trace_context, next_at, created_at, head)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11,
+			(dedupe_key, queue, method, channel, thread_ts, recipient, text, blocks, ref_key, trace_context, response_url, next_at, created_at, head)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $12, $11, $11,
 				NOT EXISTS (SELECT 1 FROM slack_outbox WHERE queue = $2 AND status = 'pending'))
 			ON CONFLICT (dedupe_key) DO NOTHING`,
-			args: []any{m.DedupeKey, m.Queue, m.Method, m.Channel, m.ThreadTS, m.User, m.Text, m.Blocks, m.RefKey, m.TraceContext, now}}
+			args: []any{m.DedupeKey, m.Queue, m.Method, m.Channel, m.ThreadTS, m.User, m.Text, m.Blocks, m.RefKey, m.TraceContext, now, m.ResponseURL}}
 	}
 	tags, err := tx.ExecEach(ctx, stmts)
 	if err != nil {
@@ -273,13 +273,13 @@ func (db *DB) SlackOutboxAdd(ctx context.Context, msgs []*store.SlackOutboxAddPa
 	return n, nil
 }
 
-const outboxColumns = `id, dedupe_key, queue, method, channel, thread_ts, recipient, text, blocks, ref_key, trace_context, status, attempts,
+const outboxColumns = `id, dedupe_key, queue, method, channel, thread_ts, recipient, text, blocks, ref_key, trace_context, response_url, status, attempts,
 	next_at, last_error, sent_ts, created_at, sent_at, attempted_at, holder, claim_seq, claim_until`
 
 func scanOutbox(row scanner) (*store.SlackOutboxMsg, error) {
 	var m store.SlackOutboxMsg
 	if err := row.Scan(&m.ID, &m.DedupeKey, &m.Queue, &m.Method, &m.Channel, &m.ThreadTS, &m.User, &m.Text, &m.Blocks,
-		&m.RefKey, &m.TraceContext, &m.Status, &m.Attempts, &m.NextAt, &m.LastError, &m.SentTS, &m.CreatedAt, &m.SentAt, &m.AttemptedAt,
+		&m.RefKey, &m.TraceContext, &m.ResponseURL, &m.Status, &m.Attempts, &m.NextAt, &m.LastError, &m.SentTS, &m.CreatedAt, &m.SentAt, &m.AttemptedAt,
 		&m.Claim.Holder, &m.Claim.Seq, &m.ClaimUntil); err != nil {
 		return nil, interpretError(err)
 	}

@@ -48,8 +48,8 @@ const (
 	// A message is its queue's head if nothing else of the queue is
 	// pending; sending the head (or failing it) makes the next one the head.
 	outboxAddQuery = `INSERT OR IGNORE INTO slack_outbox
-		(dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, trace_context, next_at, created_at, head)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11,
+		(dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, trace_context, response_url, next_at, created_at, head)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12, ?11, ?11,
 			NOT EXISTS (SELECT 1 FROM slack_outbox WHERE queue = ?2 AND status = 'pending'))`
 	outboxNextHeadQuery = `UPDATE slack_outbox SET head = 1 WHERE id = (SELECT MIN(p.id) FROM slack_outbox p
 		WHERE p.queue = (SELECT queue FROM slack_outbox WHERE id = ?) AND p.status = 'pending') AND head = 0`
@@ -266,7 +266,7 @@ func outboxAddTx(ctx context.Context, tx *sql.Tx, msgs []*store.SlackOutboxAddPa
 		}
 		// Through the driver's statement cache (see SlackInboxAdd).
 		res, err := tx.ExecContext(ctx, outboxAddQuery, m.DedupeKey, m.Queue, m.Method, m.Channel, m.ThreadTS, m.User, m.Text, m.Blocks, m.RefKey,
-			m.TraceContext, now)
+			m.TraceContext, now, m.ResponseURL)
 		if err != nil {
 			return 0, err
 		}
@@ -293,7 +293,7 @@ func (db *DB) SlackOutboxAdd(ctx context.Context, msgs []*store.SlackOutboxAddPa
 	return n, nil
 }
 
-const outboxColumns = `id, dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, trace_context, status,
+const outboxColumns = `id, dedupe_key, queue, method, channel, thread_ts, user, text, blocks, ref_key, trace_context, response_url, status,
 	attempts, next_at, last_error, sent_ts, created_at, sent_at, attempted_at, holder, claim_seq, claim_until`
 
 func scanOutbox(row scanner) (*store.SlackOutboxMsg, error) {
@@ -303,7 +303,7 @@ func scanOutbox(row scanner) (*store.SlackOutboxMsg, error) {
 		sentAt, attempted, claimedTo sql.NullString
 	)
 	if err := row.Scan(&m.ID, &m.DedupeKey, &m.Queue, &m.Method, &m.Channel, &m.ThreadTS, &m.User, &m.Text, &m.Blocks,
-		&m.RefKey, &m.TraceContext, &m.Status, &m.Attempts, &nextAt, &m.LastError, &m.SentTS, &created, &sentAt, &attempted,
+		&m.RefKey, &m.TraceContext, &m.ResponseURL, &m.Status, &m.Attempts, &nextAt, &m.LastError, &m.SentTS, &created, &sentAt, &attempted,
 		&m.Claim.Holder, &m.Claim.Seq, &claimedTo); err != nil {
 		return nil, interpretError(err)
 	}

@@ -26,7 +26,7 @@ func TestSlackQueriesUseIndexes(t *testing.T) {
 		"InboxNextHead": {inboxNextHeadQuery, []any{1}, []string{"slack_inbox_pending_thread (thread=?)"}},
 		"OutboxClaim":   {outboxClaimQuery, []any{"r1", now, now, now, 50}, []string{"slack_outbox_heads"}},
 		"OutboxNextDue": {outboxNextDueQuery, nil, []string{"slack_outbox_heads"}},
-		"OutboxAdd": {outboxAddQuery, []any{"k", "C1:1", "chat.postMessage", "C1", "", "", "x", "", "", "", now},
+		"OutboxAdd": {outboxAddQuery, []any{"k", "C1:1", "chat.postMessage", "C1", "", "", "x", "", "", "", now, ""},
 			[]string{"slack_outbox_pending_queue (queue=?)"}},
 		"OutboxNextHead": {outboxNextHeadQuery, []any{1}, []string{"slack_outbox_pending_queue (queue=?)"}},
 		"MirrorEvents":   {mirrorEventsQuery, []any{10, 100}, []string{"SEARCH e USING INTEGER PRIMARY KEY (rowid>?)", "session_tags"}},

@@ -133,6 +133,24 @@ func runSlack(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
+	// Every field a message is queued with is what a claim and a lookup
+	// give back.
+	t.Run("SlackOutboxFields", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		want := store.SlackOutboxAddParams{DedupeKey: "r1", Queue: "respond:r1", Method: store.SlackRespond, Channel: "C1",
+			ThreadTS: "1.5", User: "U1", Text: "hello", Blocks: `[{"type":"divider"}]`, RefKey: "ref",
+			ResponseURL: "https://hooks.slack.com/commands/T1/2/abc", TraceContext: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+		_, err := s.SlackOutboxAdd(ctx, []*store.SlackOutboxAddParams{&want})
+		require.NoError(t, err)
+		due := outboxClaim(t, s, "h1", time.Now())
+		require.Len(t, due, 1)
+		require.Equal(t, want, due[0].SlackOutboxAddParams)
+		got, err := s.SlackOutboxGetByKey(ctx, "r1")
+		require.NoError(t, err)
+		require.Equal(t, want, got.SlackOutboxAddParams)
+	})
+
 	t.Run("SlackOutboxAttempt", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

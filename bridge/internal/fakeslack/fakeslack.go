@@ -131,6 +131,7 @@ func New(t testing.TB) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.api)
 	mux.HandleFunc("/ws", s.ws)
+	mux.HandleFunc("/commands/", s.respond)
 	s.Server = httptest.NewServer(mux)
 	t.Cleanup(func() {
 		s.mu.Lock()
@@ -165,6 +166,39 @@ func (s *Server) signal() {
 
 // APIURL is the base URL for slack.OptionAPIURL / SLACK_API_URL.
 func (s *Server) APIURL() string { return s.URL + "/api/" }
+
+// ResponseURL is a slash command's response_url, answered as Slack's
+// hooks answer it; what is posted there is recorded as a call of method
+// "response_url", its JSON fields as the form (path holds the URL's path).
+func (s *Server) ResponseURL(name string) string { return s.URL + "/commands/" + name }
+
+// respond answers a post to a response_url: 200 "ok" for a message with
+// text, 400 "no_text" otherwise, as Slack does.
+func (s *Server) respond(w http.ResponseWriter, r *http.Request) {
+	defer s.signal()
+	var body map[string]any
+	if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&body) != nil {
+		http.Error(w, "invalid_payload", http.StatusBadRequest)
+		return
+	}
+	form := map[string]string{"path": r.URL.Path}
+	for k, v := range body {
+		form[k] = fmt.Sprint(v)
+	}
+	call := Call{Method: "response_url", Form: form, Status: http.StatusOK, At: time.Now()}
+	if form["text"] == "" {
+		call.Status = http.StatusBadRequest
+	}
+	s.mu.Lock()
+	s.calls = append(s.calls, call)
+	s.mu.Unlock()
+	w.WriteHeader(call.Status)
+	if call.Status != http.StatusOK {
+		_, _ = w.Write([]byte("no_text"))
+		return
+	}
+	_, _ = w.Write([]byte("ok"))
+}
 
 // FailNext makes the next n write calls (chat.*) answer status; for 429 the
 // answer carries Retry-After: retryAfter seconds.
