@@ -6,6 +6,8 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,7 +34,8 @@ type Config struct {
 	// none, a stuck run settles recovery_exhausted at once).
 	MaxRecovery  int
 	PassInterval time.Duration
-	// RunnerID names this process in runs it takes (default host:pid).
+	// RunnerID names this process in runs it takes (default host:pid and
+	// a random part); it must be unique to the process.
 	RunnerID string
 	// SlackStewards are Slack user ids allowed to decide holds.
 	SlackStewards []string
@@ -79,8 +82,12 @@ func (c *Config) defaults() {
 		c.PassInterval = 30 * time.Second
 	}
 	if c.RunnerID == "" {
+		// The random part tells a restarted container (pid 1 again) from
+		// the process it replaces, whose runner lease must be seen to lapse.
 		host, _ := os.Hostname()
-		c.RunnerID = fmt.Sprintf("%s:%d", host, os.Getpid())
+		var b [3]byte
+		_, _ = rand.Read(b[:])
+		c.RunnerID = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
 	if c.RetryBase <= 0 {
 		c.RetryBase = 500 * time.Millisecond
@@ -288,6 +295,16 @@ func (e *Engine) signal() {
 // recovery at the next start, or by another replica.
 func (e *Engine) Start(ctx context.Context) error {
 	e.started.Store(true)
+	// The runner lease is held before any run is taken, and kept until the
+	// last one has been settled or released below.
+	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(ctx))
+	e.renewRunnerLease(leaseCtx)
+	var keeper sync.WaitGroup
+	keeper.Go(func() { e.keepRunnerLease(leaseCtx) })
+	defer func() {
+		stopLease()
+		keeper.Wait()
+	}()
 	// Work committed by any process wakes this one: on PostgreSQL an
 	// enqueue, a decision or a cancel request on another replica (SPEC §9).
 	work := e.store.WorkSubscribe(ctx)
@@ -626,13 +643,29 @@ func (e *Engine) maintain(ctx context.Context) {
 // recoveries (MaxRecovery): the rule is here, the store applies it.
 func (e *Engine) recover(ctx context.Context) (recovered, exhausted []*store.Run, err error) {
 	now := e.cfg.Now()
-	staleBefore := now.Add(-e.cfg.StuckRun)
-	stuck, err := e.store.RunListStuck(ctx, staleBefore, 16)
-	if err != nil || len(stuck) == 0 {
+	// A run is stuck once its heartbeat is StuckRun old, or a lease's
+	// length old when the runner that took it is gone (runnerlease.go).
+	stuckBefore := now.Add(-e.cfg.StuckRun)
+	staleBefore := now.Add(-min(e.cfg.leaseTTL(), e.cfg.StuckRun))
+	stale, err := e.store.RunListStuck(ctx, staleBefore, 64)
+	if err != nil || len(stale) == 0 {
+		return nil, nil, err
+	}
+	var others []string
+	for _, r := range stale {
+		if r.RunnerID != e.cfg.RunnerID && !r.HeartbeatAt.Before(stuckBefore) {
+			others = append(others, r.RunnerID)
+		}
+	}
+	gone, err := e.runnersGone(ctx, others, now)
+	if err != nil {
 		return nil, nil, err
 	}
 	p := &store.RunRescueParams{RunnerID: e.cfg.RunnerID, StaleBefore: staleBefore, Now: now}
-	for _, r := range stuck {
+	for _, r := range stale {
+		if !r.HeartbeatAt.Before(stuckBefore) && !gone[r.RunnerID] {
+			continue // its runner is alive, or may be: not stuck yet
+		}
 		lease := store.RunLease{ID: r.ID, Lease: r.Lease}
 		if r.RecoveryAttempts < e.cfg.MaxRecovery {
 			p.Recover = append(p.Recover, lease)

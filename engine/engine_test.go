@@ -862,6 +862,47 @@ func TestRecovery(t *testing.T) {
 	require.Contains(t, b.eventTypes(t, c.SessionID), "run_finished")
 }
 
+// TestRecoveryOfAGoneRunner: a run whose runner's lease has lapsed is
+// recovered once its heartbeat is a lease's length old, long before
+// StuckRun; a runner still holding its lease, or one that never held one,
+// keeps its run until StuckRun.
+func TestRecoveryOfAGoneRunner(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		lease     time.Duration // the runner lease's ttl from now; 0: none taken
+		recovered int
+	}{
+		{"LeaseLapsed", time.Second, 1},
+		{"LeaseHeld", time.Hour, 0},
+		{"NeverHeldOne", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, setupOpts{noStart: true, cfg: Config{StuckRun: time.Hour, PassInterval: time.Minute}})
+			b.workflow(t, "/draft")
+			b.enqueue(t, EnqueueParams{Command: "/draft", Payload: map[string]any{"brief": "x"}})
+			other := New(Config{RunnerID: "other", DisableScheduler: true, Now: b.clock.Now}, b.db, model.NewRegistry("template", model.Config{}), nil)
+			if tc.lease > 0 {
+				_, err := b.db.LeaseAcquire(ctx, runnerLeaseName("other"), "other", b.clock.Now(), tc.lease)
+				require.NoError(t, err)
+			}
+			runs, err := other.claim(ctx, 1)
+			require.NoError(t, err)
+			require.Len(t, runs, 1)
+
+			res, err := b.eng.RunPass(ctx)
+			require.NoError(t, err)
+			require.Zero(t, res.Recovered, "a fresh heartbeat is never taken")
+			b.clock.Advance(2 * time.Minute) // past the lease's length (1.5 × PassInterval), short of StuckRun
+			res, err = b.eng.RunPass(ctx)
+			require.NoError(t, err)
+			require.Equal(t, tc.recovered, res.Recovered)
+		})
+	}
+}
+
 func TestCancelInFlightModelCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
