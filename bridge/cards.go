@@ -184,12 +184,24 @@ func decidedLine(e transcript.HoldDecided, at time.Time) (line, verb string) {
 		verb, icon = "Rejected", ":no_entry_sign:"
 	}
 	line = fmt.Sprintf("%s *%s* by %s via %s at <!date^%d^{date_short_pretty} {time}|%s>", icon, verb,
-		mention(orDefault(e.DecidedBy, "someone")), esc(orDefault(e.DecidedVia, "console")), at.Unix(),
-		at.UTC().Format(time.RFC3339))
+		deciders(e), esc(orDefault(e.DecidedVia, "console")), at.Unix(), at.UTC().Format(time.RFC3339))
 	if e.Comment != "" {
 		line += ": " + esc(e.Comment)
 	}
 	return line, verb
+}
+
+// deciders names who decided: every approver of a hold that needed
+// several, else the one decider.
+func deciders(e transcript.HoldDecided) string {
+	if len(e.Approvers) == 0 {
+		return mention(orDefault(e.DecidedBy, "someone"))
+	}
+	names := make([]string, len(e.Approvers))
+	for i, a := range e.Approvers {
+		names[i] = mention(a)
+	}
+	return engine.Names(names)
 }
 
 // holdDecided updates every copy of the hold's card to the decision (who,
@@ -205,6 +217,9 @@ func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, a
 		label := "*Published:*"
 		if c.edited {
 			label = "*Published, as edited by the steward:*"
+			if e.EditedBy != "" {
+				label = "*Published, as edited by " + mention(e.EditedBy) + ":*"
+			}
 		}
 		text, more := firstSection(c.published)
 		if more {
@@ -238,7 +253,7 @@ func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, a
 		bj, _ := json.Marshal(blocks)
 		out = append(out, &store.SlackOutboxAddParams{DedupeKey: "update:" + c.id + ":" + where, Queue: card.Queue,
 			Method: store.SlackUpdate, Channel: card.Channel,
-			Text:   fmt.Sprintf("Hold %s: %s by %s", esc(c.title), strings.ToLower(verb), mention(orDefault(e.DecidedBy, "someone"))),
+			Text:   fmt.Sprintf("Hold %s: %s by %s", esc(c.title), strings.ToLower(verb), deciders(e)),
 			Blocks: string(bj), RefKey: card.DedupeKey})
 	}
 	line := decided

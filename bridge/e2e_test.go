@@ -188,7 +188,8 @@ func TestEndToEndThreadDecision(t *testing.T) {
 
 // TestEndToEndTwoApprovals: with Approvals 2 the first steward's click is
 // acknowledged to them, and the card (same message) shows the approval so far
-// with its buttons still there for the second steward.
+// with its buttons still there for the second steward; the decided card
+// names both.
 func TestEndToEndTwoApprovals(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{real: true})
@@ -226,7 +227,7 @@ func TestEndToEndTwoApprovals(t *testing.T) {
 	tb.eventually(t, func() bool { return len(tb.updates("CP", card.TS)) == 2 }, 10*time.Second)
 	final := tb.updates("CP", card.TS)[1]
 	require.NotContains(t, final.Form["blocks"], "hold_approve", "decided: buttons gone")
-	require.Contains(t, text(final), "*Approved* by <@USTEWARD2>")
+	require.Contains(t, text(final), "*Approved* by <@USTEWARD> and <@USTEWARD2> via slack", "both approvals are named")
 	tb.waitPost(t, "CP", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Memo dispatched") })
 	require.Len(t, tb.updates("CP", card.TS), 2, "one update per accepted approval")
 }

@@ -91,7 +91,7 @@ func TestReviewModalEditedApproval(t *testing.T) {
 	require.NotContains(t, upd, "waiting for a steward")
 	require.Contains(t, upd, "*Approved* by <@USTEWARD> via slack at <!date^")
 	require.Contains(t, upd, "tightened it")
-	require.Contains(t, upd, "Published, as edited by the steward")
+	require.Contains(t, upd, "Published, as edited by <@USTEWARD>:")
 	require.Contains(t, upd, "edited by a steward", "the published text")
 
 	h, err = tb.store.HoldGetByID(tb.ctx, holdID)

@@ -17,6 +17,7 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 	"github.com/holdfast-bot/holdfast/store/testdb"
 )
 
@@ -485,6 +486,33 @@ func TestHolds(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, store.HoldApproved, got.Status)
 		require.Equal(t, store.RunSucceeded, b.waitRun(t, it.ID, EventRunFinished).Status)
+	})
+
+	// The decision names every approver, and the edit its author, who need
+	// not be the last to approve.
+	t.Run("TwoApprovalsNameBothAndTheEditor", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, setupOpts{})
+		b.workflow(t, "/held", "**Approval** `hold`", "**Approvals** `2`")
+		s1, s2 := b.user(t, "s1", store.RoleSteward, ""), b.user(t, "s2", store.RoleSteward, "")
+		it := b.enqueue(t, EnqueueParams{Command: "/held", Payload: map[string]any{"brief": "x"}})
+		h := b.holdOf(t, b.waitRun(t, it.ID, EventHoldOpened))
+		_, err := b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Output: "# Better\n\nBetter.", Decider: via(steward(s1), "console")})
+		require.NoError(t, err)
+		_, err = b.eng.Decide(ctx, DecideParams{HoldID: h.ID, Decision: "approve", Decider: via(steward(s2), "console")})
+		require.NoError(t, err)
+		evs, err := b.db.EventList(ctx, &store.EventListParams{SessionID: it.SessionID})
+		require.NoError(t, err)
+		var decided *transcript.HoldDecided
+		for _, ev := range evs {
+			if d, ok := transcript.Read(ctx, b.eng.log, ev).(transcript.HoldDecided); ok {
+				decided = &d
+			}
+		}
+		require.NotNil(t, decided)
+		require.Equal(t, []string{s1.Username, s2.Username}, decided.Approvers)
+		require.Equal(t, s1.Username, decided.EditedBy)
+		require.Equal(t, s2.Username, decided.DecidedBy)
 	})
 
 	t.Run("EditRules", func(t *testing.T) {

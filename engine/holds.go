@@ -369,7 +369,8 @@ func (e *Engine) decision(h *store.Hold, a attempt) (*store.HoldDecideParams, st
 		if !a.force && approvedBy(h, a.key) {
 			return p, alreadyApproved(h) // a race Rights could not see
 		}
-		p.Approvals = append(p.Approvals, store.HoldApproval{By: a.by, Key: a.key, Via: a.via, At: now.UTC(), Comment: a.comment})
+		p.Approvals = append(p.Approvals, store.HoldApproval{By: a.by, Key: a.key, Via: a.via, At: now.UTC(), Comment: a.comment,
+			Edited: a.output != nil})
 		if a.force || len(p.Approvals) >= h.RequiredApprovals {
 			p.Status, p.RunDecision = store.HoldApproved, "approved"
 		} else {
@@ -388,16 +389,27 @@ func (e *Engine) decision(h *store.Hold, a attempt) (*store.HoldDecideParams, st
 		asDecided := *h
 		asDecided.EditedOutput = p.EditedOutput
 		published := "" // a rejection publishes nothing
+		var approvers []string
+		editedBy := ""
 		if p.Status == store.HoldApproved {
 			published = h.Output
 			if p.EditedOutput != nil {
 				published = *p.EditedOutput
 			}
+			for _, x := range p.Approvals {
+				if len(p.Approvals) > 1 {
+					approvers = append(approvers, x.By)
+				}
+				if x.Edited {
+					editedBy = x.By
+				}
+			}
 		}
 		p.Events = []store.EventAppendParams{transcript.Encode(transcript.HoldDecided{
 			HoldID: h.ID, RunID: h.RunID, Status: p.Status, DecidedBy: a.by, DecidedVia: a.via, Comment: a.comment,
 			Title: HoldTitle(&asDecided, nil), Command: h.Command, GateLabel: h.GateLabel, Workflow: h.WorkflowName,
-			Owner: h.OwnerUID, Required: h.RequiredApprovals, Published: published, Edited: p.EditedOutput != nil}, "engine")}
+			Owner: h.OwnerUID, Required: h.RequiredApprovals, Published: published, Edited: p.EditedOutput != nil,
+			Approvers: approvers, EditedBy: editedBy}, "engine")}
 		if o := p.Outcome; o != nil {
 			p.Events = append(p.Events, finishedEvent(&store.Run{ID: h.RunID, Status: o.Status, ErrorKind: o.ErrorKind, Error: o.Error}))
 		}

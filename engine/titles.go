@@ -109,6 +109,14 @@ func PeopleIn(text string, name func(uid string) string) string {
 	return identities.ReplaceAllStringFunc(text, name)
 }
 
+// Names lists names as a sentence does: "ada", "ada and bo", "ada, bo and cy".
+func Names(names []string) string {
+	if len(names) <= 1 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
 // Count says n things in words: "1 event", "3 events", "1 reply", "2 replies".
 func Count(n int, one, many string) string {
 	if n == 1 {

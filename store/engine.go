@@ -362,6 +362,8 @@ type HoldApproval struct {
 	Via     string    `json:"via"`
 	At      time.Time `json:"at"`
 	Comment string    `json:"comment"`
+	// Edited says this approval came with an edited output.
+	Edited bool `json:"edited,omitempty"`
 }
 
 // Hold is a stewardship hold (SPEC §4.3). Title says what is being decided,

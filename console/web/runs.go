@@ -290,6 +290,30 @@ func (c *Console) runView(ctx context.Context, run *store.Run, d engine.Decider)
 	return v, nil
 }
 
+// approvers names who approved a hold: each steward whose approval
+// counted, else its decider (a hold decided before approvals were kept).
+func approvers(h *store.Hold) string {
+	if len(h.Approvals) == 0 {
+		return requester(h.DecidedBy, nil)
+	}
+	names := make([]string, len(h.Approvals))
+	for i, a := range h.Approvals {
+		names[i] = requester(a.By, nil)
+	}
+	return engine.Names(names)
+}
+
+// editedBy is the steward whose approval gave the hold's edited output.
+func editedBy(h *store.Hold) string {
+	by := ""
+	for _, a := range h.Approvals {
+		if a.Edited {
+			by = a.By
+		}
+	}
+	return by
+}
+
 // runLead says, in one sentence, what happened to the run: a terminal state
 // names who ended it and why ("Rejected by ada: off topic").
 func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now time.Time) (string, bool) {
@@ -303,9 +327,12 @@ func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now ti
 			s += "; published “" + dispatch[0].Label + "”"
 		}
 		if hold != nil && hold.DecidedBy != "" {
-			s += ", approved by " + requester(hold.DecidedBy, nil)
+			s += ", approved by " + approvers(hold)
 			if hold.EditedOutput != nil {
 				s += " with edits"
+				if by := editedBy(hold); by != "" && len(hold.Approvals) > 1 {
+					s += " by " + requester(by, nil)
+				}
 			}
 		}
 		return s + ".", false
@@ -354,7 +381,7 @@ func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now ti
 			return s + ".", false
 		}
 		if hold != nil && hold.Status == store.HoldApproved {
-			return "Approved by " + requester(hold.DecidedBy, nil) + "; resuming.", false
+			return "Approved by " + approvers(hold) + "; resuming.", false
 		}
 		return "Suspended.", false
 	case store.RunRunning:

@@ -43,6 +43,7 @@ type approvalRow struct {
 	Via     string    `json:"via"`
 	At      time.Time `json:"at"`
 	Comment string    `json:"comment"`
+	Edited  bool      `json:"edited,omitempty"`
 }
 
 func holdGet(ctx context.Context, q querier, id string) (*store.Hold, error) {

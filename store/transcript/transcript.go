@@ -508,6 +508,11 @@ type HoldDecided struct {
 	Required   int    `json:"required,omitempty"`
 	Published  string `json:"published,omitempty"`
 	Edited     bool   `json:"edited,omitempty"`
+	// Approvers are the stewards whose approvals counted, in order, when
+	// the hold needed more than one; EditedBy is who gave the edited
+	// output, which need not be the last of them.
+	Approvers []string `json:"approvers,omitempty"`
+	EditedBy  string   `json:"editedBy,omitempty"`
 }
 
 func (HoldDecided) Type() string { return TypeHoldDecided }
@@ -525,6 +530,14 @@ func (h HoldDecided) payload() map[string]any {
 	}
 	if h.Edited {
 		p["edited"] = true
+	}
+	setString(p, "editedBy", h.EditedBy)
+	if len(h.Approvers) > 0 {
+		as := make([]any, len(h.Approvers))
+		for i, a := range h.Approvers {
+			as[i] = a
+		}
+		p["approvers"] = as
 	}
 	return p
 }
