@@ -17,8 +17,8 @@ import (
 	"github.com/holdfast-bot/holdfast/engine/library"
 	"github.com/holdfast-bot/holdfast/engine/model"
 	"github.com/holdfast-bot/holdfast/store"
-	"github.com/holdfast-bot/holdfast/store/transcript"
 	"github.com/holdfast-bot/holdfast/store/testdb"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // clock is a movable test clock.
