@@ -213,9 +213,10 @@ const maxThreadHoldsNamed = 500
 // the thread's open hold exactly as the card's buttons do. The first word
 // names a hold when it is one of the thread's holds' short id or full id
 // (engine.ShortHoldID); the rest is the comment. A name decides that hold alone;
-// one that names several open holds, that can only be a hold id, or that
-// is the short id of another thread's open hold, yet names no hold of the
-// thread, decides nothing and says so; one naming a
+// one that names several open holds, that can only be a hold id (a full
+// id, a short id's shape with digits in it), or that is the short id of
+// another thread's open hold, yet names no hold of the thread, decides
+// nothing and says so; one naming a
 // hold of the thread already decided gets the engine's answer that it was
 // (never a decision of another hold with the name as its comment). Without
 // a name, the thread's only open hold is decided with the whole argument as
@@ -264,7 +265,7 @@ func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m
 			}
 			elsewhere = len(holdsNamed(others, ref)) > 0
 		}
-		if len(named) > 1 || isHoldID(ref) || elsewhere {
+		if len(named) > 1 || isHoldID(ref) || isMistypedShortHoldID(ref) || elsewhere {
 			text := fmt.Sprintf("No open hold in this thread is `%s`, so I decided nothing.", esc(ref))
 			if elsewhere {
 				text = fmt.Sprintf("`%s` is an open hold of another thread, so I decided nothing here; decide it in its own thread.", esc(ref))

@@ -46,6 +46,15 @@ func isShortHoldID(ref string) bool {
 	return len(ref) == engine.ShortHoldIDLen && strings.Trim(ref, "0123456789abcdefghijklmnopqrstuv") == ""
 }
 
+// isMistypedShortHoldID reports whether ref is shaped as a short id and
+// mixes digits with letters, as nine in ten short ids do and no word that
+// opens a comment does: one naming no hold is a mistyped or stale id,
+// never a comment on whichever hold is open.
+func isMistypedShortHoldID(ref string) bool {
+	ref = holdRef(ref)
+	return isShortHoldID(ref) && strings.ContainsAny(ref, "0123456789") && strings.Trim(ref, "0123456789") != ""
+}
+
 // holdList lists hs one a line, at most maxThreadHolds: each hold by what a
 // thread decision takes (its short id, or its full id when another listed
 // hold shares the short id), then its title, its workflow and its link in

@@ -99,6 +99,11 @@ func TestSlackThreadDecisionByShortID(t *testing.T) {
 		{name: "AlreadyDecidedFullID", ask: func(_ map[string]string, h map[string]*store.Hold) []string {
 			return []string{"approve " + h["First"].ID + " yes", "approve " + h["First"].ID + " again"}
 		}, first: want{store.HoldApproved, "yes"}, says: []string{"Nothing was changed", "already"}},
+		{name: "OneOpenHoldMistypedShortID", ask: func(s map[string]string, _ map[string]*store.Hold) []string {
+			// With one open hold left, a word shaped as a short id, with
+			// a digit no comment's first word has, is a mistyped one.
+			return []string{"approve " + s["First"], "approve 0a1b2c looks fine"}
+		}, first: want{store.HoldApproved, ""}, says: []string{"`0a1b2c`", "decided nothing", "Second"}},
 		{name: "OneOpenHoldComment", ask: func(s map[string]string, _ map[string]*store.Hold) []string {
 			// With one open hold left, words that name no hold are the comment.
 			return []string{"approve " + s["First"], "approve looks fine"}
