@@ -441,7 +441,10 @@ func TestDirectMessages(t *testing.T) {
 	}
 	first := tb.ts()
 	tb.event(t, "EvDM1", dm(first, "", "hello from a DM"))
-	tb.waitPost(t, "D1", "", func(c fakeslack.Call) bool { return strings.Contains(text(c), "Session commands") })
+	helped := tb.waitPost(t, "D1", "", func(c fakeslack.Call) bool { return strings.Contains(text(c), "Session commands") })
+	// Slack would take "/status" as its own slash command and never send it.
+	require.Contains(t, text(helped), "Session commands: status, terminate, compact.")
+	require.NotContains(t, text(helped), "/status")
 	ses, err := tb.store.SessionGetByTag(tb.ctx, "slack:D1:dm")
 	require.NoError(t, err)
 	require.Equal(t, "slack", ses.Platform)

@@ -251,7 +251,7 @@ func (s *Service) MessageWith(ctx context.Context, id, text string, said transcr
 		defer span.End()
 		go s.beat(tctx, id, t)
 		rctx, rcancel := context.WithTimeoutCause(tctx, s.cfg.TurnTimeout, errTurnTimeout)
-		reply, err := s.runTurn(rctx, ses, t, text, actor, evs[0])
+		reply, err := s.runTurn(rctx, ses, t, text, actor, by.Via, evs[0])
 		if err != nil && tctx.Err() == nil && errors.Is(context.Cause(rctx), errTurnTimeout) {
 			err = fmt.Errorf("%w (over %s)", errTurnTimeout, s.cfg.TurnTimeout)
 		}
@@ -451,26 +451,26 @@ func truncate(s string, n int) string {
 // runTurn produces the reply. Slash commands naming a workflow enqueue it
 // with any model; otherwise the template model answers with help and an
 // OpenAI-compatible one answers from the transcript with tools.
-func (s *Service) runTurn(ctx context.Context, ses *store.Session, t *turn, text, actor string, msg *store.Event) (string, error) {
+func (s *Service) runTurn(ctx context.Context, ses *store.Session, t *turn, text, actor, via string, msg *store.Event) (string, error) {
 	if strings.HasPrefix(text, "/") {
-		return s.slashTurn(ctx, ses, text, actor, msg)
+		return s.slashTurn(ctx, ses, text, actor, via, msg)
 	}
 	m, err := s.cfg.Models.Get(s.cfg.DefaultModel)
 	if err != nil {
 		return "", err
 	}
 	if m.Name() == "template" {
-		return s.help(ctx, "")
+		return s.help(ctx, "", via)
 	}
 	return s.modelTurn(ctx, m, ses, t, actor)
 }
 
 // slashTurn runs "/<command> <brief>": the workflow is enqueued for this
 // session with payload {brief}, deduplicated on the message that asked.
-func (s *Service) slashTurn(ctx context.Context, ses *store.Session, text, actor string, msg *store.Event) (string, error) {
+func (s *Service) slashTurn(ctx context.Context, ses *store.Session, text, actor, via string, msg *store.Event) (string, error) {
 	cmd, brief, _ := strings.Cut(text, " ")
 	if _, err := s.st.WorkflowGetByCommand(ctx, cmd); errors.Is(err, store.ErrNotFound) {
-		return s.help(ctx, fmt.Sprintf("There is no %s command.", cmd))
+		return s.help(ctx, fmt.Sprintf("There is no %s command.", cmd), via)
 	} else if err != nil {
 		return "", err
 	}
@@ -493,8 +493,15 @@ func enqueueReply(cmd string, out map[string]any) string {
 	}
 }
 
-// help is the template model's reply: what can be run from here.
-func (s *Service) help(ctx context.Context, prefix string) (string, error) {
+// help is the template model's reply: what can be run from here, written as
+// the caller's surface (via) types it. In Slack a message that starts with
+// "/" is taken by Slack as its own slash command and never sent, so there
+// commands are written without the slash, which the bridge takes as well.
+func (s *Service) help(ctx context.Context, prefix, via string) (string, error) {
+	typed := func(cmd string) string { return cmd }
+	if via == ViaSlack {
+		typed = func(cmd string) string { return strings.TrimPrefix(cmd, "/") }
+	}
 	live, err := s.liveWorkflows(ctx)
 	if err != nil {
 		return "", err
@@ -508,11 +515,11 @@ func (s *Service) help(ctx context.Context, prefix string) (string, error) {
 	} else {
 		b.WriteString("I can run these workflows:\n")
 		for _, w := range live {
-			fmt.Fprintf(&b, "- %s: %s\n", w["command"], w["summary"])
+			fmt.Fprintf(&b, "- %s: %s\n", typed(w["command"]), w["summary"])
 		}
-		b.WriteString("Send `<command> <brief>` to start one, e.g. `" + live[0]["command"] + " <brief>`.")
+		fmt.Fprintf(&b, "Send `<command> <brief>` to start one, e.g. `%s`.", typed(live[0]["command"]+" <brief>"))
 	}
-	b.WriteString("\nSession commands: /status, /terminate, /compact.")
+	fmt.Fprintf(&b, "\nSession commands: %s, %s, %s.", typed(CmdStatus), typed(CmdTerminate), typed(CmdCompact))
 	return b.String(), nil
 }
 
