@@ -486,6 +486,8 @@ func deciderName(d Decider) string {
 		return d.Username
 	case d.SlackUserID != "":
 		return "slack:" + d.SlackUserID
+	case d.KeyID != "" && d.DisplayName != "":
+		return d.DisplayName
 	case d.KeyID != "":
 		return "key:" + d.KeyID
 	case d.UserID != "":

@@ -96,7 +96,7 @@ func (a *API) bearer(w http.ResponseWriter, r *http.Request, h string) (*auth.Id
 		Fail(w, r, a.Log, err)
 		return nil, false
 	}
-	return &auth.Identity{KeyID: k.ID, Role: k.Role}, true
+	return &auth.Identity{KeyID: k.ID, KeyName: k.Name, Role: k.Role}, true
 }
 
 // optionalKey authenticates an API key sent beside the internal key, so an

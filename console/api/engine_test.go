@@ -231,6 +231,7 @@ func TestRunsAndHoldsRoutes(t *testing.T) {
 	require.Equal(t, "approved", decided.Status)
 	require.Equal(t, "api", decided.DecidedVia)
 	require.Equal(t, "fine", decided.Comment)
+	require.Equal(t, "API key “admin”", decided.DecidedBy, "a key is named by its name, not its id")
 	require.NotNil(t, decided.DecidedAt)
 	require.Equal(t, http.StatusConflict, b.json(t, store.RoleAdmin, http.MethodPost, decide, map[string]any{"decision": "reject"}, &e))
 	require.Contains(t, e.Error.Message, decided.DecidedBy, "the conflict names who decided")

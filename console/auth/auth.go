@@ -20,8 +20,9 @@ type Identity struct {
 	Username    string
 	Role        string
 	SlackUserID string
-	// KeyID is set when the caller used an API key.
-	KeyID string
+	// KeyID is set when the caller used an API key, KeyName to its name.
+	KeyID   string
+	KeyName string
 	// Cookie is true when the caller authenticated with a console cookie;
 	// such requests need CSRF protection.
 	Cookie bool
@@ -69,7 +70,13 @@ func (i *Identity) Caller() engine.Decider {
 	if i.Cookie {
 		via = "console"
 	}
-	return engine.Decider{UserID: i.UserID, Username: i.Username, Role: i.Role, SlackUserID: i.SlackUserID, KeyID: i.KeyID, Via: via}
+	d := engine.Decider{UserID: i.UserID, Username: i.Username, Role: i.Role, SlackUserID: i.SlackUserID, KeyID: i.KeyID, Via: via}
+	if i.KeyID != "" && i.KeyName != "" {
+		// A key's name is what its owner chose to know it by; its id
+		// means nothing to a reader of a card or a transcript.
+		d.DisplayName = "API key “" + i.KeyName + "”"
+	}
+	return d
 }
 
 type ctxKey struct{}
