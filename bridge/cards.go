@@ -57,7 +57,9 @@ type cardInfo struct {
 	id, runID, title, gate, workflow, requester string
 	preview, published                          string
 	edited                                      bool
-	required                                    int
+	// budget: a Token budget hold, whose approval publishes nothing.
+	budget   bool
+	required int
 	// known: the line or the store answered for the hold (a bare
 	// transcript line of a hold the store has not is not known).
 	known bool
@@ -70,7 +72,8 @@ func (b *Bridge) cardInfo(ctx context.Context, l holdLine) *cardInfo {
 		}
 	}
 	c := &cardInfo{id: l.id, runID: l.runID, gate: orDefault(l.gate, "Review"), title: l.title, preview: l.preview,
-		published: l.published, edited: l.edited, required: l.required, known: l.known}
+		published: l.published, edited: l.edited, required: l.required, known: l.known,
+		budget: engine.IsBudgetHold(l.id, l.runID)}
 	if l.known {
 		c.requester = b.requester(ctx, l.owner)
 	}
@@ -213,7 +216,10 @@ func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, a
 	c := b.cardInfo(ctx, decidedHoldLine(e))
 	decided, verb := decidedLine(e, at)
 	body := "_Nothing was published._"
-	if verb == "Approved" {
+	switch {
+	case verb == "Approved" && c.budget:
+		body = "_The run goes on past its Token budget; nothing is published until it ends._"
+	case verb == "Approved":
 		label := "*Published:*"
 		if c.edited {
 			label = "*Published, as edited by the steward:*"

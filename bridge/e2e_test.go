@@ -65,7 +65,8 @@ func TestEndToEnd(t *testing.T) {
 	// A signed mention in a new thread gets a reply in that thread.
 	root := tb.ts()
 	tb.event(t, "EvE1", mention("CE", "U1", root, "", "hello"))
-	tb.waitPost(t, "CE", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "/draft-memo") })
+	helped := tb.waitPost(t, "CE", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Session commands") })
+	require.Contains(t, text(helped), "draft-memo: Drafts", "the live workflows, as a mention types them")
 
 	// `@bot draft-memo <brief>` enqueues once though Slack delivers it three
 	// times (and once more as a plain message event).
@@ -230,6 +231,31 @@ func TestEndToEndTwoApprovals(t *testing.T) {
 	require.Contains(t, text(final), "*Approved* by <@USTEWARD> and <@USTEWARD2> via slack", "both approvals are named")
 	tb.waitPost(t, "CP", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Memo dispatched") })
 	require.Len(t, tb.updates("CP", card.TS), 2, "one update per accepted approval")
+}
+
+// TestEndToEndTokenBudgetHold: a Token budget hold's approval lets the
+// run go on; its card says so, and never calls the output so far
+// published (the run's output is published only at its end).
+func TestEndToEndTokenBudgetHold(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{real: true})
+	lib := library.New(tb.store, discard())
+	wf := strings.Replace(strings.Replace(strings.Replace(draftMemo(t), "`/draft-memo`", "`/budget-draft`", 1),
+		"- **Approval** `hold`", "- **Approval** `auto`\n- **Token budget** `5`", 1), "# Draft memo from brief", "# Budget draft", 1)
+	_, _, err := lib.ImportWorkflow(tb.ctx, "", wf)
+	require.NoError(t, err)
+
+	root := tb.ts()
+	tb.event(t, "EvB1", mention("CB", "U1", root, "", "budget-draft Tides rise twice daily"))
+	card, holdID := tb.holdCard(t, "CB", root)
+	require.Contains(t, text(card), "Token budget 5 passed")
+	require.Equal(t, http.StatusOK, tb.click(t, "USTEWARD", "hold_approve", holdID, "CB", card.TS, root))
+	tb.eventually(t, func() bool { return len(tb.updates("CB", card.TS)) == 1 }, 10*time.Second)
+	decided := text(tb.updates("CB", card.TS)[0])
+	require.Contains(t, decided, "*Approved* by <@USTEWARD>")
+	require.Contains(t, decided, "goes on past its Token budget")
+	require.NotContains(t, decided, "Published")
+	tb.waitPost(t, "CB", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Memo dispatched") })
 }
 
 // slowAckEngine is the real engine whose Enqueue returns only once release

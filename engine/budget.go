@@ -20,6 +20,11 @@ import (
 // run's output review (store.HoldIDForRun), so a run may meet both.
 func budgetHoldID(runID string) string { return store.HoldIDForRun(runID) + "-budget" }
 
+// IsBudgetHold reports whether a hold is a run's Token budget hold: its
+// approval lets the run go on, and publishes nothing (what it shows is the
+// output so far, not the run's output).
+func IsBudgetHold(holdID, runID string) bool { return holdID == budgetHoldID(runID) }
+
 // tokensUsed sums the tokens in and out of the run's model calls so far.
 func (x *exec) tokensUsed() int64 {
 	var n int64

@@ -391,7 +391,7 @@ func (e *Engine) decision(h *store.Hold, a attempt) (*store.HoldDecideParams, st
 		published := "" // a rejection publishes nothing
 		var approvers []string
 		editedBy := ""
-		if p.Status == store.HoldApproved {
+		if p.Status == store.HoldApproved && !IsBudgetHold(h.ID, h.RunID) {
 			published = h.Output
 			if p.EditedOutput != nil {
 				published = *p.EditedOutput
