@@ -286,11 +286,40 @@ func (s *Service) prepareUpdate(ctx context.Context, cur *store.Memo, up *store.
 		if err != nil {
 			return err
 		}
+		if err := s.keepStewardStatus(ctx, cur, idx); err != nil {
+			return err
+		}
 		up.Workflow = idx
 	}
 	deps, err := s.dependents(v, cur.ID, cur.ID, cur.Title, title)
 	up.Dependents = deps
 	return err
+}
+
+// keepStewardStatus keeps a steward's pause (or resume) through an edit
+// of the workflow's own memo that leaves its Status line as it was, as
+// reindex keeps it through edits of the memos it names: the edit was about
+// something else. An edit that changes the declared status is the author
+// saying what it should be, and a workflow that did not compile before, or
+// does not now, takes what the compile says.
+func (s *Service) keepStewardStatus(ctx context.Context, cur *store.Memo, idx *store.WorkflowIndex) error {
+	if len(idx.Errors) > 0 {
+		return nil
+	}
+	wf, err := s.store.WorkflowGetByMemoID(ctx, cur.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if len(wf.Errors) > 0 || wf.Status == idx.Status {
+		return nil
+	}
+	before, errs := workflow.Compile([]byte(cur.Body), workflow.Options{MemoExists: func(string) bool { return true }})
+	if len(errs) == 0 && before.Status == idx.Status {
+		idx.Status = wf.Status
+	}
+	return nil
 }
 
 // PrepareDispatch fills in what a run's memo write must carry so that no

@@ -163,6 +163,30 @@ func TestCompileStatusFollowsTheLibrary(t *testing.T) {
 		require.NoError(t, err)
 		b.requireIndexed(t, wf, "paused")
 	})
+
+	// An edit of the workflow's own memo that leaves its Status line as it
+	// was keeps a steward's pause (or resume); one that changes the line
+	// is the author's say, and so is a memo that compiles again.
+	t.Run("AStewardsPauseSurvivesAnEditOfItsOwnMemo", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		wf := b.workflow(t, "/w", "live")
+		_, err := b.db.WorkflowStatusSet(ctx, wf.ID, "paused")
+		require.NoError(t, err)
+		edit := func(body string) {
+			t.Helper()
+			cur, err := b.db.MemoGetByID(ctx, wf.ID)
+			require.NoError(t, err)
+			_, err = b.lib.Update(ctx, library.UpdateParams{ID: wf.ID, ExpectedVersion: cur.ContentVersion, Body: body})
+			require.NoError(t, err)
+		}
+		edit(strings.Replace(wfDoc("/w", "live"), "Draft.", "Draft it well.", 1))
+		b.requireIndexed(t, wf, "paused")
+		edit(wfDoc("/w", "draft"))
+		b.requireIndexed(t, wf, "draft")
+		edit(wfDoc("/w", "live"))
+		b.requireIndexed(t, wf, "live")
+	})
 }
 
 // TestConcurrentWritesNeverLeaveItStale: memo writes that each change what
