@@ -446,6 +446,7 @@ func TestBrowserStewardFlow(t *testing.T) {
 		// The workflow session shows the run and its hold card inline.
 		b.open("/sessions/"+item.SessionID, "#transcript")
 		require.Equal(t, 1, b.count(`.event[data-type="hold_opened"] .holdcard`))
+		require.NotContains(t, b.text(`.event[data-type="hold_opened"] .holdcard`), "Decided by", "an open hold is decided by nobody yet")
 		b.check("session-workflow")
 
 	})

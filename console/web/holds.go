@@ -87,7 +87,10 @@ func (c *Console) holdCardStatus(ctx context.Context, card *templates.HoldCard, 
 		return
 	}
 	if h, err := c.Store.HoldGetByID(ctx, holdID); err == nil {
-		card.Status, card.DecidedBy, card.Via, card.Comment = h.Status, requester(h.DecidedBy, nil), h.DecidedVia, h.Comment
+		card.Status, card.Via, card.Comment = h.Status, h.DecidedVia, h.Comment
+		if h.DecidedBy != "" { // an open hold is decided by nobody yet
+			card.DecidedBy = requester(h.DecidedBy, nil)
+		}
 		payloads, _ := c.holdPayloads(ctx, []*store.Hold{h})
 		card.Title = engine.HoldTitle(h, payloads[h.ItemID])
 	}
