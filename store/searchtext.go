@@ -62,6 +62,20 @@ func SearchTerms(s string) []string {
 	return terms
 }
 
+// SearchFindsNothing reports whether search text has terms someone typed
+// yet no word in them to match ("*", "🦫", "--"): such a search matches no
+// memo. Text with no term at all (spaces, control characters, invalid
+// UTF-8, a lone quote) says nothing, and lists memos as an empty query does.
+func SearchFindsNothing(s string) bool {
+	terms := SearchTerms(s)
+	for _, term := range terms {
+		if len(SearchTokens(term)) > 0 {
+			return false
+		}
+	}
+	return len(terms) > 0
+}
+
 // CleanSearchText is the text a session filter searches for: the first
 // MaxSearchChars characters of s, invalid UTF-8 and control
 // characters dropped (whitespace ones become spaces), trimmed.

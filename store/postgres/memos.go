@@ -175,6 +175,9 @@ func memoUpdateTx(ctx context.Context, tx *txn, p *store.MemoUpdateParams) (*sto
 
 // MemoSearch lists or full-text searches memos.
 func (db *DB) MemoSearch(ctx context.Context, p *store.MemoSearchParams) ([]*store.Memo, error) {
+	if store.SearchFindsNothing(p.Query) {
+		return nil, nil
+	}
 	q, args, fts := memoSearchQuery(p)
 	if fts {
 		release, err := db.searchSlot(ctx)
