@@ -551,6 +551,8 @@ type Provenance struct {
 	Via      string
 	When     Time
 	Edited   bool
+	// EditedBy names who edited, when several approved (else "the steward").
+	EditedBy string
 	Earlier  int // other runs that wrote to this memo
 }
 

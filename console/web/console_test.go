@@ -380,3 +380,47 @@ func TestMemoListExcerpts(t *testing.T) {
 	require.NotContains(t, page, "Command**")
 	require.NotContains(t, page, "`/draft-memo`")
 }
+
+// TestTwoApprovalsNameBothStewards: a run and a memo published through a
+// hold that needed two approvals name both stewards, and the edit its
+// author, who need not be the last to approve.
+func TestTwoApprovalsNameBothStewards(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	src, err := b.db.MemoSearch(ctx, &store.MemoSearchParams{Query: "Draft memo from brief", MemoType: store.MemoTypeWorkflow, IncludeUnlisted: true, Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, src, 1)
+	doc := strings.Replace(strings.Replace(strings.Replace(src[0].Body, "`/draft-memo`", "`/pair-draft`", 1),
+		"- **Approval** `hold`", "- **Approval** `hold`\n- **Approvals** `2`", 1), "# Draft memo from brief", "# Pair draft", 1)
+	_, _, err = b.lib.ImportWorkflow(ctx, "", doc)
+	require.NoError(t, err)
+	item, _, err := b.eng.Enqueue(ctx, engine.EnqueueParams{Command: "/pair-draft", DedupeKey: "pair",
+		Payload: map[string]any{"brief": "Weirs", "title": "Weirs"}, OwnerUID: "slack:U9"})
+	require.NoError(t, err)
+	var hold *store.Hold
+	require.Eventually(t, func() bool {
+		hs, err := b.db.HoldList(ctx, &store.HoldListParams{SessionID: item.SessionID, Status: store.HoldOpen})
+		if err == nil && len(hs) == 1 {
+			hold = hs[0]
+		}
+		return hold != nil
+	}, 20*time.Second, 20*time.Millisecond)
+	decider := func(name string) engine.Decider {
+		u := b.users[name]
+		return engine.Decider{UserID: u.ID, Username: u.Username, Role: u.Role, Via: "console"}
+	}
+	_, err = b.eng.Decide(ctx, engine.DecideParams{HoldID: hold.ID, Decision: "approve", Output: "# Weirs\n\nWeirs, edited.", Decider: decider("steward")})
+	require.NoError(t, err)
+	_, err = b.eng.Decide(ctx, engine.DecideParams{HoldID: hold.ID, Decision: "approve", Decider: decider("admin")})
+	require.NoError(t, err)
+	run := waitRun(t, b, hold.RunID, store.RunSucceeded)
+
+	viewer := b.signedIn(t, "viewer")
+	_, page := viewer.get("/runs/" + run.ID)
+	require.Contains(t, page, "approved by steward and admin with edits by steward")
+	_, page = viewer.get("/memos/" + run.DispatchMemoID)
+	prov := page[strings.Index(page, `id="provenance"`):]
+	require.Contains(t, prov, "<strong>steward and admin</strong> via console")
+	require.Contains(t, prov, "steward edited the output before publishing")
+}
