@@ -332,6 +332,8 @@ type APIKey struct {
 	KeyHash    string     `json:"-"`
 	CreatedAt  time.Time  `json:"createdAt"`
 	LastUsedAt *time.Time `json:"lastUsedAt"`
+	// RevokedAt is when the key stopped working (nil: it works).
+	RevokedAt *time.Time `json:"revokedAt"`
 }
 
 // UserStore persists console users and API keys.
@@ -343,8 +345,14 @@ type UserStore interface {
 	UserList(ctx context.Context) ([]*User, error)
 	UserCount(ctx context.Context) (int, error)
 	APIKeyCreate(ctx context.Context, k *APIKey) (*APIKey, error)
-	// APIKeyGetByHash looks a key up by its SHA-256 hex hash.
+	// APIKeyGetByHash looks a key up by its SHA-256 hex hash; a revoked
+	// key is ErrNotFound.
 	APIKeyGetByHash(ctx context.Context, hash string) (*APIKey, error)
+	// APIKeyList lists every key, revoked ones too, oldest first.
+	APIKeyList(ctx context.Context) ([]*APIKey, error)
+	// APIKeyRevoke stops a key working from now on (a key revoked already
+	// keeps its first revocation); ErrNotFound for no such key.
+	APIKeyRevoke(ctx context.Context, id string, now time.Time) (*APIKey, error)
 }
 
 // Session origins (SPEC §3).

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -321,6 +323,57 @@ func cmdAPIKeyCreate(ctx context.Context, args []string, env map[string]string, 
 		return err
 	}
 	fmt.Fprintf(stdout, "created API key %s (%s, role %s); it is shown only now:\n%s\n", k.Name, k.ID, k.Role, key)
+	return nil
+}
+
+func cmdAPIKeyList(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) error {
+	c, _, err := parse("apikey list", args, env, stdout, nil)
+	if err != nil {
+		return err
+	}
+	db, err := openStore(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	keys, err := db.APIKeyList(ctx)
+	if err != nil {
+		return err
+	}
+	when := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tNAME\tROLE\tCREATED\tLAST USED\tREVOKED")
+	for _, k := range keys {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Role, when(&k.CreatedAt), when(k.LastUsedAt), when(k.RevokedAt))
+	}
+	return w.Flush()
+}
+
+func cmdAPIKeyRevoke(ctx context.Context, args []string, env map[string]string, stdout, stderr io.Writer) error {
+	c, fs, err := parse("apikey revoke", args, env, stdout, nil)
+	if err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("apikey revoke: name one key by its id (bot apikey list shows them)")
+	}
+	db, err := openStore(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	k, err := db.APIKeyRevoke(ctx, fs.Arg(0), time.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("apikey revoke: there is no API key %s (bot apikey list shows them)", fs.Arg(0))
+	} else if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "revoked API key %s (%s) as of %s\n", k.Name, k.ID, k.RevokedAt.UTC().Format(time.RFC3339))
 	return nil
 }
 

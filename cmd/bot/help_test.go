@@ -47,7 +47,7 @@ func TestHelp(t *testing.T) {
 		{"HelpUnknown", []string{"help", "nope"}, nil, nil, `unknown command "nope"; run 'bot help' for the list`},
 		{"HelpTooMany", []string{"help", "serve", "migrate"}, nil, nil, "name one command"},
 		{"GroupAlone", []string{"user"}, nil, nil, "user: name one of: bot user add"},
-		{"GroupUnknownVerb", []string{"apikey", "revoke"}, nil, nil, `there is no "apikey revoke"`},
+		{"GroupUnknownVerb", []string{"apikey", "delete"}, nil, nil, `there is no "apikey delete"`},
 		{"BadFlag", []string{"serve", "--bogus"}, nil, nil, "run 'bot help serve' for its flags"},
 		{"BadFlagBeforeCommand", []string{"--bogus"}, nil, nil, "serve: flag provided but not defined"},
 	} {

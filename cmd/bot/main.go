@@ -72,6 +72,11 @@ func commandList() []command {
 		{name: "apikey create", args: "--name N [--role viewer|steward|admin]",
 			summary: "create an API key (printed once, as the last line of stdout)",
 			about:   "Send the key as 'Authorization: Bearer <key>' to /api.", settings: storeSettings, run: noStdin(cmdAPIKeyCreate)},
+		{name: "apikey list", args: "[flags]", summary: "list API keys: id, name, role, when created, last used and revoked (never the keys)",
+			settings: storeSettings, run: noStdin(cmdAPIKeyList)},
+		{name: "apikey revoke", args: "KEY_ID", summary: "revoke an API key: it answers 401 from the next request on",
+			about:    "The key stays listed, so what it did is still named by its name.",
+			settings: storeSettings, run: noStdin(cmdAPIKeyRevoke)},
 		{name: "workflow import", args: "FILE.md|DIR...", summary: "import workflow memos from .md files or directories",
 			about: "Idempotent by command: importing a memo again updates the workflow with that command.\n" +
 				"A memo that does not compile is imported as a draft and its errors are printed with line numbers.",

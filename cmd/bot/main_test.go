@@ -109,6 +109,27 @@ func TestServeFirstStart(t *testing.T) {
 		commands = append(commands, w.Command)
 	}
 	require.Subset(t, commands, []string{"/draft-memo", "/summarize-thread", "/weekly-digest"})
+
+	// Keys are listed (never themselves, only what they are) and revoked,
+	// which the running server honours at the next request.
+	list, err := runCLI(t, map[string]string{"HOLDFAST_DB": db}, "", "apikey", "list")
+	require.NoError(t, err)
+	id := regexp.MustCompile(`key_[a-z0-9]+`).FindString(list)
+	require.NotEmpty(t, id, list)
+	require.Contains(t, list, "test")
+	require.Contains(t, list, "viewer")
+	require.NotContains(t, list, key)
+	revokedOut, err := runCLI(t, map[string]string{"HOLDFAST_DB": db}, "", "apikey", "revoke", id)
+	require.NoError(t, err)
+	require.Contains(t, revokedOut, "revoked API key test ("+id+")")
+	require.Equal(t, http.StatusUnauthorized, bottest.JSON(t, http.MethodGet, url+"/api/workflows", key, nil, nil))
+	list, err = runCLI(t, map[string]string{"HOLDFAST_DB": db}, "", "apikey", "list")
+	require.NoError(t, err)
+	row := strings.Fields(strings.Split(strings.TrimSpace(list), "\n")[1])
+	require.Equal(t, id, row[0])
+	require.NotEqual(t, "-", row[len(row)-1], "the key's row says when it was revoked")
+	_, err = runCLI(t, map[string]string{"HOLDFAST_DB": db}, "", "apikey", "revoke", "key_nope")
+	require.ErrorContains(t, err, "no API key key_nope")
 }
 
 func TestServeRestartKeepsAdminAndSeedsOnce(t *testing.T) {

@@ -38,6 +38,7 @@ func (c *Console) edgeList(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
+	names := c.userNames(r.Context())
 	v := templates.EdgesView{Page: c.page(w, r, "Edges of understanding", "edges"), Window: window}
 	for _, win := range edgeWindows {
 		v.Windows = append(v.Windows, templates.OriginToggle{Label: win, On: win == window,
@@ -46,7 +47,7 @@ func (c *Console) edgeList(w http.ResponseWriter, r *http.Request) {
 	for _, e := range engine.EdgeViews(edges) {
 		g := templates.EdgeGroup{Kind: e.Kind, Label: e.Label, Count: e.Count}
 		for _, ex := range e.Latest {
-			it := templates.EdgeItem{At: c.ago(ex.At), Command: ex.Command, By: requester(ex.By, nil), Message: peopleIn(ex.Message),
+			it := templates.EdgeItem{At: c.ago(ex.At), Command: ex.Command, By: requester(ex.By, names), Message: peopleIn(ex.Message, names),
 				URL: templ.SafeURL(ex.Link)}
 			it.Ref = firstOf(ex.RunID, ex.HoldID, ex.WorkflowMemoID, ex.SessionID, ex.Key)
 			if e.Source == store.EdgeSourceHold || e.Source == store.EdgeSourceDecision {

@@ -82,14 +82,14 @@ func (c *Console) holdPayloads(ctx context.Context, hs []*store.Hold) (map[strin
 }
 
 // holdCardStatus shows a transcript's hold card as the hold is now.
-func (c *Console) holdCardStatus(ctx context.Context, card *templates.HoldCard, holdID string) {
+func (c *Console) holdCardStatus(ctx context.Context, card *templates.HoldCard, holdID string, names map[string]string) {
 	if holdID == "" {
 		return
 	}
 	if h, err := c.Store.HoldGetByID(ctx, holdID); err == nil {
 		card.Status, card.Via, card.Comment = h.Status, h.DecidedVia, h.Comment
 		if h.DecidedBy != "" { // an open hold is decided by nobody yet
-			card.DecidedBy = requester(h.DecidedBy, nil)
+			card.DecidedBy = requester(h.DecidedBy, names)
 		}
 		payloads, _ := c.holdPayloads(ctx, []*store.Hold{h})
 		card.Title = engine.HoldTitle(h, payloads[h.ItemID])
@@ -106,7 +106,9 @@ func requester(owner string, names map[string]string) string {
 }
 
 // peopleIn names the people an engine text mentions for readers.
-func peopleIn(text string) string { return engine.PeopleIn(text, nil) }
+func peopleIn(text string, names map[string]string) string {
+	return engine.PeopleIn(text, func(uid string) string { return requester(uid, names) })
+}
 
 // rightsOf resolves what the signed-in user may do with holds; nil when no
 // engine runs (nothing can be decided).
@@ -393,13 +395,14 @@ func (c *Console) holdView(ctx context.Context, h *store.Hold, id *auth.Identity
 	if err != nil {
 		return v, err
 	}
-	v.Hold = c.holdRow(h, payloads[h.ItemID], rights, c.userNames(ctx))
+	names := c.userNames(ctx)
+	v.Hold = c.holdRow(h, payloads[h.ItemID], rights, names)
 	v.Hold.SlackURL = c.sessionSlackURL(ctx, h.SessionID)
 	ds, err := c.Store.HoldDecisionList(ctx, h.ID)
 	if err != nil {
 		return v, err
 	}
-	v.Audit = c.auditRows(ds)
+	v.Audit = c.auditRows(ds, names)
 	for i, d := range ds {
 		if d.ID != attempt || attempt == 0 {
 			continue
@@ -428,10 +431,10 @@ func (c *Console) holdView(ctx context.Context, h *store.Hold, id *auth.Identity
 	return v, nil
 }
 
-func (c *Console) auditRows(ds []*store.HoldDecision) []templates.AuditRow {
+func (c *Console) auditRows(ds []*store.HoldDecision, names map[string]string) []templates.AuditRow {
 	out := make([]templates.AuditRow, 0, len(ds))
 	for _, d := range ds {
-		row := templates.AuditRow{ID: d.ID, When: c.ago(d.CreatedAt), Who: requester(d.DecidedBy, nil), Via: d.Via, Decision: d.Decision,
+		row := templates.AuditRow{ID: d.ID, When: c.ago(d.CreatedAt), Who: requester(d.DecidedBy, names), Via: d.Via, Decision: d.Decision,
 			Outcome: d.Outcome, Reason: d.Reason, Detail: d.Reason}
 		if d.Comment != "" {
 			row.Detail = strings.TrimSpace(row.Detail + " “" + d.Comment + "”")

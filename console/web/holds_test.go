@@ -353,23 +353,29 @@ func TestRunNowReplyWorkflow(t *testing.T) {
 	}, 20*time.Second, 50*time.Millisecond, "the reply is in the session")
 }
 
-// Deciders are named for people on every page: an API key as "API key
-// <id>", never the engine's key:<id> identity.
+// Deciders and requesters are named for people on every page: an API key
+// by its name, never by the engine's key:<id> identity or its id alone.
 func TestDeciderNames(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
 	viewer := b.signedIn(t, "viewer")
-	_, h := b.heldRun(t, "user:someone", "decided by a key")
-	_, err := b.eng.Decide(ctx, engine.DecideParams{HoldID: h.ID, Decision: "reject", Comment: "no",
-		Decider: engine.Decider{KeyID: "key_ci", Role: store.RoleSteward, Via: "api"}})
+	k, err := b.db.APIKeyCreate(ctx, &store.APIKey{Name: "ci-bot", Role: store.RoleSteward, KeyHash: store.HashContent("ci-bot")})
 	require.NoError(t, err)
-	waitRun(t, b, h.RunID, store.RunCancelled)
-	for _, path := range []string{"/holds/" + h.ID, "/runs/" + h.RunID, "/sessions/" + h.SessionID, "/holds"} {
+	_, h := b.heldRun(t, "key:"+k.ID, "asked by a key")
+	_, h2 := b.heldRun(t, "user:someone", "decided by a key")
+	_, err = b.eng.Decide(ctx, engine.DecideParams{HoldID: h2.ID, Decision: "reject", Comment: "no",
+		Decider: engine.Decider{KeyID: k.ID, Role: store.RoleSteward, Via: "api"}})
+	require.NoError(t, err)
+	waitRun(t, b, h2.RunID, store.RunCancelled)
+	for _, path := range []string{"/holds/" + h.ID, "/holds/" + h2.ID, "/runs/" + h2.RunID, "/sessions/" + h2.SessionID, "/holds"} {
 		_, page := viewer.get(path)
-		require.Contains(t, page, "API key key_ci", path)
+		require.Contains(t, page, "API key “ci-bot”", path)
 		require.NotContains(t, page, "cancelled (cancelled)", path)
-		require.NotContains(t, page, "key:key_ci", path+" "+regexp.MustCompile(`.{0,120}key:key_ci.{0,60}`).FindString(page))
+		// (The requester filter's option values may hold the identity.)
+		for _, shown := range []string{"API key " + k.ID, ">key:" + k.ID, " key:" + k.ID} {
+			require.NotContains(t, page, shown, path+" "+regexp.MustCompile(`.{0,120}`+k.ID+`.{0,60}`).FindString(page))
+		}
 	}
 }
 

@@ -84,6 +84,7 @@ func (c *Console) homeView(ctx context.Context, d engine.Decider) (templates.Hom
 		fails = append(fails, rs...)
 	}
 	sort.Slice(fails, func(i, j int) bool { return fails[i].CreatedAt.After(fails[j].CreatedAt) })
+	names := c.userNames(ctx)
 	for i, run := range fails {
 		if i == homeFailures {
 			break
@@ -92,7 +93,7 @@ func (c *Console) homeView(ctx context.Context, d engine.Decider) (templates.Hom
 		if row.ErrorKind == "" {
 			row.ErrorKind = run.Status
 		}
-		row.Error = firstSentence(peopleIn(run.Error), 140)
+		row.Error = firstSentence(peopleIn(run.Error, names), 140)
 		v.Failures = append(v.Failures, row)
 	}
 	return v, nil

@@ -180,9 +180,10 @@ func (c *Console) provenance(ctx context.Context, m *store.Memo) (*templates.Pro
 		if h != nil {
 			p.Hold = &templates.Link{Label: engine.HoldTitle(h, run.Payload), URL: holdURL(h.ID)}
 			if h.Status == store.HoldApproved {
-				p.Steward, p.Via, p.Edited = approvers(h), h.DecidedVia, h.EditedOutput != nil
+				names := c.userNames(ctx)
+				p.Steward, p.Via, p.Edited = approvers(h, names), h.DecidedVia, h.EditedOutput != nil
 				if by := editedBy(h); p.Edited && by != "" && len(h.Approvals) > 1 {
-					p.EditedBy = requester(by, nil)
+					p.EditedBy = requester(by, names)
 				}
 				if h.DecidedAt != nil {
 					p.When = c.ago(*h.DecidedAt)

@@ -209,8 +209,9 @@ func (c *Console) renderQueued(w http.ResponseWriter, r *http.Request, runID str
 // runView builds one run's page for the viewer d.
 func (c *Console) runView(ctx context.Context, run *store.Run, d engine.Decider) (templates.RunView, error) {
 	now := c.Now()
+	names := c.userNames(ctx)
 	v := templates.RunView{ID: run.ID, Title: engine.RunTitle(run), Command: run.Command, Status: run.Status, Terminal: run.Settled(),
-		ErrorKind: run.ErrorKind, Error: peopleIn(run.Error), Item: run.ItemID, Started: c.ago(run.CreatedAt), RecoveryAttempts: run.RecoveryAttempts,
+		ErrorKind: run.ErrorKind, Error: peopleIn(run.Error, names), Item: run.ItemID, Started: c.ago(run.CreatedAt), RecoveryAttempts: run.RecoveryAttempts,
 		Runner: run.RunnerID, Heartbeat: c.ago(run.HeartbeatAt), RerunURL: "/runs/" + run.ID + "/rerun", CancelURL: "/runs/" + run.ID + "/cancel",
 		Usage: usagePhrase(store.Usage{Runs: 1, TokensIn: run.TokensIn, TokensOut: run.TokensOut}, run.Model)}
 	if run.Command != "" {
@@ -254,15 +255,14 @@ func (c *Console) runView(ctx context.Context, run *store.Run, d engine.Decider)
 	if err != nil {
 		return v, err
 	}
-	names := c.userNames(ctx)
 	for _, h := range holds {
 		ds, err := c.Store.HoldDecisionList(ctx, h.ID)
 		if err != nil {
 			return v, err
 		}
-		v.Holds = append(v.Holds, templates.RunHold{Row: c.holdRow(h, run.Payload, rights, names), Audit: c.auditRows(ds)})
+		v.Holds = append(v.Holds, templates.RunHold{Row: c.holdRow(h, run.Payload, rights, names), Audit: c.auditRows(ds, names)})
 	}
-	v.Waterfall, v.Total = waterfall(run, m, holds, now)
+	v.Waterfall, v.Total = waterfall(run, m, holds, now, names)
 	if run.DispatchMemoID != "" {
 		label := "Memo " + run.DispatchMemoID
 		if memo, err := c.Store.MemoGetByID(ctx, run.DispatchMemoID); err == nil {
@@ -273,7 +273,7 @@ func (c *Console) runView(ctx context.Context, run *store.Run, d engine.Decider)
 	if run.Status == store.RunSucceeded && m.Replies() && run.SessionID != "" {
 		v.Dispatch = append(v.Dispatch, templates.Link{Label: "A reply in the session's thread", URL: sessionURL(run.SessionID)})
 	}
-	v.Lead, v.LeadBad = runLead(run, hold, v.Dispatch, now)
+	v.Lead, v.LeadBad = runLead(run, hold, v.Dispatch, now, names)
 	if rights != nil && rights.Steward() {
 		v.CanRerun = run.Settled()
 		v.CanCancel = run.Status == store.RunRunning || run.Status == store.RunSuspended
@@ -292,13 +292,13 @@ func (c *Console) runView(ctx context.Context, run *store.Run, d engine.Decider)
 
 // approvers names who approved a hold: each steward whose approval
 // counted, else its decider (a hold decided before approvals were kept).
-func approvers(h *store.Hold) string {
+func approvers(h *store.Hold, people map[string]string) string {
 	if len(h.Approvals) == 0 {
-		return requester(h.DecidedBy, nil)
+		return requester(h.DecidedBy, people)
 	}
 	names := make([]string, len(h.Approvals))
 	for i, a := range h.Approvals {
-		names[i] = requester(a.By, nil)
+		names[i] = requester(a.By, people)
 	}
 	return engine.Names(names)
 }
@@ -316,7 +316,7 @@ func editedBy(h *store.Hold) string {
 
 // runLead says, in one sentence, what happened to the run: a terminal state
 // names who ended it and why ("Rejected by ada: off topic").
-func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now time.Time) (string, bool) {
+func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now time.Time, names map[string]string) (string, bool) {
 	switch run.Status {
 	case store.RunSucceeded:
 		s := "Succeeded"
@@ -327,18 +327,18 @@ func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now ti
 			s += "; published “" + dispatch[0].Label + "”"
 		}
 		if hold != nil && hold.DecidedBy != "" {
-			s += ", approved by " + approvers(hold)
+			s += ", approved by " + approvers(hold, names)
 			if hold.EditedOutput != nil {
 				s += " with edits"
 				if by := editedBy(hold); by != "" && len(hold.Approvals) > 1 {
-					s += " by " + requester(by, nil)
+					s += " by " + requester(by, names)
 				}
 			}
 		}
 		return s + ".", false
 	case store.RunCancelled:
 		if hold != nil && hold.Status == store.HoldRejected {
-			s := "Rejected by " + requester(hold.DecidedBy, nil)
+			s := "Rejected by " + requester(hold.DecidedBy, names)
 			if hold.Comment != "" {
 				s += ": " + hold.Comment
 			}
@@ -347,7 +347,7 @@ func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now ti
 			}
 			return s + ". Nothing was published.", true
 		}
-		msg := strings.TrimSpace(peopleIn(run.Error))
+		msg := strings.TrimSpace(peopleIn(run.Error, names))
 		if msg == "" {
 			msg = "cancelled"
 		}
@@ -369,7 +369,7 @@ func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now ti
 			s += " — " + run.ErrorKind
 		}
 		if run.Error != "" {
-			s += ": " + firstSentence(peopleIn(run.Error), 300)
+			s += ": " + firstSentence(peopleIn(run.Error, names), 300)
 		}
 		return s, true
 	case store.RunSuspended:
@@ -381,7 +381,7 @@ func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now ti
 			return s + ".", false
 		}
 		if hold != nil && hold.Status == store.HoldApproved {
-			return "Approved by " + approvers(hold) + "; resuming.", false
+			return "Approved by " + approvers(hold, names) + "; resuming.", false
 		}
 		return "Suspended.", false
 	case store.RunRunning:
@@ -404,7 +404,7 @@ func capitalize(s string) string {
 
 // waterfall places each step, and the time the run waited for approval, on
 // the run's time axis (0..1000 from the run's start to its end, or now).
-func waterfall(run *store.Run, m workflow.Manifest, holds []*store.Hold, now time.Time) ([]templates.WaterfallRow, string) {
+func waterfall(run *store.Run, m workflow.Manifest, holds []*store.Hold, now time.Time, names map[string]string) ([]templates.WaterfallRow, string) {
 	start := run.CreatedAt
 	end := now
 	if run.FinishedAt != nil {
@@ -428,7 +428,7 @@ func waterfall(run *store.Run, m workflow.Manifest, holds []*store.Hold, now tim
 		}
 		note := "open"
 		if hold.Status != store.HoldOpen {
-			note = hold.Status + " by " + requester(hold.DecidedBy, nil) + " via " + hold.DecidedVia
+			note = hold.Status + " by " + requester(hold.DecidedBy, names) + " via " + hold.DecidedVia
 		}
 		if hold.ID == store.HoldIDForRun(run.ID) {
 			review = len(waits)

@@ -378,6 +378,13 @@ func (c *Console) userNames(ctx context.Context) map[string]string {
 	for _, u := range users {
 		out["user:"+u.ID] = u.Username
 	}
+	// API keys by the name their owner gave them, under both ids the
+	// engine writes for a key: an owner's key:<id> and a decider's.
+	if keys, err := c.Store.APIKeyList(ctx); err == nil {
+		for _, k := range keys {
+			out["key:"+k.ID] = "API key “" + k.Name + "”"
+		}
+	}
 	return out
 }
 
@@ -400,7 +407,7 @@ func holdURL(id string) templ.SafeURL { return templ.SafeURL("/holds/" + id) }
 
 // eventView digests one event for display by its type.
 func (c *Console) eventView(ctx context.Context, e *store.Event, names map[string]string, canFork bool, csrf string) templates.EventView {
-	actor := peopleIn(e.Actor) // "slack:U1" is Slack user U1; "engine" stays the engine
+	actor := peopleIn(e.Actor, names) // "slack:U1" is Slack user U1; "engine" stays the engine
 	if n, ok := names[e.Actor]; ok {
 		actor = n
 	}
@@ -457,7 +464,7 @@ func (c *Console) eventView(ctx context.Context, e *store.Event, names map[strin
 		if card.GateLabel == "" {
 			card.GateLabel = "Hold"
 		}
-		c.holdCardStatus(ctx, card, ev.HoldID)
+		c.holdCardStatus(ctx, card, ev.HoldID, names)
 		v.Hold = card
 		runLink()
 	case transcript.HoldDecided:
@@ -480,9 +487,9 @@ func (c *Console) eventView(ctx context.Context, e *store.Event, names map[strin
 			v.Text += " (" + ev.ErrorKind + ")"
 		}
 		if rest, ok := strings.CutPrefix(ev.Error, "run "+ev.Status+" "); ok {
-			v.Text += " " + peopleIn(rest) // "run cancelled by …" goes on the line's own "cancelled"
+			v.Text += " " + peopleIn(rest, names) // "run cancelled by …" goes on the line's own "cancelled"
 		} else if ev.Error != "" {
-			v.Text += ": " + peopleIn(ev.Error)
+			v.Text += ": " + peopleIn(ev.Error, names)
 		}
 		runLink()
 	default:

@@ -103,13 +103,45 @@ func (db *DB) APIKeyCreate(ctx context.Context, k *store.APIKey) (*store.APIKey,
 	return &out, nil
 }
 
-// APIKeyGetByHash looks a key up by hash.
-func (db *DB) APIKeyGetByHash(ctx context.Context, hash string) (*store.APIKey, error) {
+const apiKeyColumns = `id, name, role, key_hash, created_at, last_used_at, revoked_at`
+
+func scanAPIKey(row scanner) (*store.APIKey, error) {
 	var k store.APIKey
-	err := db.pool.QueryRow(ctx, `SELECT id, name, role, key_hash, created_at, last_used_at FROM api_keys WHERE key_hash = $1`, hash).
-		Scan(&k.ID, &k.Name, &k.Role, &k.KeyHash, &k.CreatedAt, &k.LastUsedAt)
-	if err != nil {
-		return nil, fmt.Errorf("api key: %w", interpretError(err))
+	if err := row.Scan(&k.ID, &k.Name, &k.Role, &k.KeyHash, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt); err != nil {
+		return nil, interpretError(err)
 	}
 	return &k, nil
+}
+
+// APIKeyGetByHash looks a key up by hash.
+func (db *DB) APIKeyGetByHash(ctx context.Context, hash string) (*store.APIKey, error) {
+	k, err := scanAPIKey(db.pool.QueryRow(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`, hash))
+	if err != nil {
+		return nil, fmt.Errorf("api key: %w", err)
+	}
+	return k, nil
+}
+
+// APIKeyList lists every key, oldest first.
+func (db *DB) APIKeyList(ctx context.Context) ([]*store.APIKey, error) {
+	out, err := queryAll(ctx, db.pool, scanAPIKey, `SELECT `+apiKeyColumns+` FROM api_keys ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("api key list: %w", err)
+	}
+	return out, nil
+}
+
+// APIKeyRevoke sets revoked_at once.
+func (db *DB) APIKeyRevoke(ctx context.Context, id string, now time.Time) (*store.APIKey, error) {
+	var k *store.APIKey
+	err := db.tx(ctx, func(ctx context.Context, tx *txn) error {
+		var err error
+		k, err = scanAPIKey(tx.QueryRow(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2
+			RETURNING `+apiKeyColumns, utc(now), id))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("api key revoke %s: %w", id, err)
+	}
+	return k, nil
 }

@@ -83,7 +83,7 @@ func TestMigrations(t *testing.T) {
 	// Each migration that fills in data is checked on a database made
 	// before it: undo takes the schema back to just before that migration.
 	// Undone newest first: the later migrations too, as they are applied again.
-	const undoHeads = `ALTER TABLE slack_outbox DROP COLUMN response_url; DROP INDEX slack_inbox_heads; ALTER TABLE slack_inbox DROP COLUMN head;
+	const undoHeads = `ALTER TABLE api_keys DROP COLUMN revoked_at; ALTER TABLE slack_outbox DROP COLUMN response_url; DROP INDEX slack_inbox_heads; ALTER TABLE slack_inbox DROP COLUMN head;
 		DROP INDEX slack_outbox_heads; ALTER TABLE slack_outbox DROP COLUMN head; `
 	for name, tc := range map[string]struct {
 		check storetest.UpgradeCheck

@@ -109,22 +109,50 @@ func (db *DB) APIKeyCreate(ctx context.Context, k *store.APIKey) (*store.APIKey,
 	return &out, nil
 }
 
+const apiKeyColumns = `id, name, role, key_hash, created_at, last_used_at, revoked_at`
+
+func scanAPIKey(row scanner) (*store.APIKey, error) {
+	var (
+		k                 store.APIKey
+		created           string
+		lastUsed, revoked sql.NullString
+	)
+	if err := row.Scan(&k.ID, &k.Name, &k.Role, &k.KeyHash, &created, &lastUsed, &revoked); err != nil {
+		return nil, interpretError(err)
+	}
+	k.CreatedAt, k.LastUsedAt, k.RevokedAt = parseTime(created), nullTime(lastUsed), nullTime(revoked)
+	return &k, nil
+}
+
 // APIKeyGetByHash looks a key up by hash.
 func (db *DB) APIKeyGetByHash(ctx context.Context, hash string) (*store.APIKey, error) {
-	var (
-		k        store.APIKey
-		created  string
-		lastUsed sql.NullString
-	)
-	err := db.r.QueryRowContext(ctx, `SELECT id, name, role, key_hash, created_at, last_used_at FROM api_keys WHERE key_hash = ?`, hash).
-		Scan(&k.ID, &k.Name, &k.Role, &k.KeyHash, &created, &lastUsed)
+	k, err := scanAPIKey(db.r.QueryRowContext(ctx, `SELECT `+apiKeyColumns+` FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL`, hash))
 	if err != nil {
-		return nil, fmt.Errorf("api key: %w", interpretError(err))
+		return nil, fmt.Errorf("api key: %w", err)
 	}
-	k.CreatedAt = parseTime(created)
-	if lastUsed.Valid {
-		t := parseTime(lastUsed.String)
-		k.LastUsedAt = &t
+	return k, nil
+}
+
+// APIKeyList lists every key, oldest first.
+func (db *DB) APIKeyList(ctx context.Context) ([]*store.APIKey, error) {
+	out, err := queryAll(ctx, db.r, scanAPIKey, `SELECT `+apiKeyColumns+` FROM api_keys ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("api key list: %w", err)
 	}
-	return &k, nil
+	return out, nil
+}
+
+// APIKeyRevoke sets revoked_at once.
+func (db *DB) APIKeyRevoke(ctx context.Context, id string, now time.Time) (*store.APIKey, error) {
+	var k *store.APIKey
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		k, err = scanAPIKey(tx.QueryRowContext(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?
+			RETURNING `+apiKeyColumns, formatTime(now), id))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("api key revoke %s: %w", id, err)
+	}
+	return k, nil
 }

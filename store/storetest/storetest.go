@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -141,6 +142,30 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.Equal(t, k.ID, gotKey.ID)
 		_, err = s.APIKeyGetByHash(ctx, store.HashContent("other"))
 		require.ErrorIs(t, err, store.ErrNotFound)
+
+		// A revoked key stops working at once, and stays listed.
+		other, err := s.APIKeyCreate(ctx, &store.APIKey{Name: "ops", Role: store.RoleViewer, KeyHash: store.HashContent("ops")})
+		require.NoError(t, err)
+		at := time.Now().UTC().Truncate(time.Millisecond)
+		revoked, err := s.APIKeyRevoke(ctx, k.ID, at)
+		require.NoError(t, err)
+		require.NotNil(t, revoked.RevokedAt)
+		require.True(t, revoked.RevokedAt.Equal(at))
+		_, err = s.APIKeyGetByHash(ctx, store.HashContent("secret"))
+		require.ErrorIs(t, err, store.ErrNotFound, "a revoked key is no key")
+		again, err := s.APIKeyRevoke(ctx, k.ID, at.Add(time.Hour))
+		require.NoError(t, err)
+		require.True(t, again.RevokedAt.Equal(at), "the first revocation is kept")
+		_, err = s.APIKeyRevoke(ctx, "key_nope", at)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		keys, err := s.APIKeyList(ctx)
+		require.NoError(t, err)
+		require.Len(t, keys, 2)
+		require.Equal(t, []string{k.ID, other.ID}, []string{keys[0].ID, keys[1].ID})
+		require.NotNil(t, keys[0].RevokedAt)
+		require.Nil(t, keys[1].RevokedAt)
+		_, err = s.APIKeyGetByHash(ctx, store.HashContent("ops"))
+		require.NoError(t, err, "revoking one key leaves the others")
 	})
 
 	t.Run("SessionTagsAndEvents", func(t *testing.T) {
