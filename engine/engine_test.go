@@ -1160,8 +1160,13 @@ func TestTitled(t *testing.T) {
 		{map[string]any{"brief": "Count the otters\nin winter"}, "Count the otters"},
 		{map[string]any{"brief": "# A heading\nbody"}, "A heading"},
 		{map[string]any{"brief": "\n\n  first real line  \n"}, "first real line"},
-		{map[string]any{"brief": long}, strings.TrimSpace(long[:80]) + "…"},
+		{map[string]any{"brief": long}, strings.TrimSpace(long[:78]) + "…"}, // cut between words
 		{map[string]any{"brief": "b", "title": "Given"}, "Given"},
+		// A title is text: the brief's markup is read, never cut open.
+		{map[string]any{"brief": "Tides and *bold phrase number one* and [a link](https://x.example) `code`"},
+			"Tides and bold phrase number one and a link code"},
+		{map[string]any{"brief": strings.Repeat("word ", 14) + "*bold phrase number seven here* tail"},
+			strings.Repeat("word ", 14) + "bold…"},
 		{map[string]any{"brief": "  "}, nil},
 		{map[string]any{}, nil},
 		{nil, nil},

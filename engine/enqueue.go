@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
+	"unicode"
 
 	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/engine/workflow"
@@ -179,9 +180,15 @@ func titled(payload map[string]any) map[string]any {
 		return payload
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(brief), "\n")
-	line = strings.TrimSpace(strings.TrimLeft(line, "# "))
+	// A title is text: the line's markup is read rather than kept, so
+	// cutting it can never leave a bold or a link open on a card.
+	line = strings.TrimSpace(workflow.PlainText([]byte(line)))
 	if r := []rune(line); len(r) > 80 {
-		line = strings.TrimSpace(string(r[:80])) + "…"
+		cut := string(r[:80])
+		if i := strings.LastIndexFunc(cut, unicode.IsSpace); i > 40 {
+			cut = cut[:i] // between words, when a word boundary is near
+		}
+		line = strings.TrimSpace(cut) + "…"
 	}
 	if line == "" {
 		return payload

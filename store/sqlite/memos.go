@@ -178,7 +178,7 @@ func memoUpdateTx(ctx context.Context, tx *sql.Tx, p *store.MemoUpdateParams) (*
 // MemoSearch lists or full-text searches memos.
 func (db *DB) MemoSearch(ctx context.Context, p *store.MemoSearchParams) ([]*store.Memo, error) {
 	if store.SearchFindsNothing(p.Query) {
-		return nil, nil
+		return []*store.Memo{}, nil // an empty list, as a search that matched nothing answers
 	}
 	q, args, fts := memoSearchQuery(p)
 	if fts {
