@@ -35,7 +35,7 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	text := b.markdown(ctx, stripMention(m.Text, b.botUserID.Load().(string)), true)
 	said := b.said(ctx, m, true)
 	ses, err := b.sessions.ResolveTag(ctx, threadTag(m.Channel, root), sessions.CreateParams{
-		Title: firstLine(text, 80),
+		Title: engine.FirstLine(text, 80),
 		Context: map[string]any{"platform": "slack", "channel": m.Channel, "threadTs": root, "user": m.User,
 			"channelType": m.ChannelType, contextMessageTS: m.TS},
 		Source: sessions.Source{Via: sessions.ViaSlack, UserID: actor(m.User)},

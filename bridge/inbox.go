@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -322,13 +321,3 @@ func (b *Bridge) ephemeral(ctx context.Context, it *store.SlackInboxItem, suffix
 	})
 }
 
-func firstLine(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = strings.TrimSpace(s[:i])
-	}
-	if r := []rune(s); len(r) > n {
-		s = strings.TrimSpace(string(r[:n-1])) + "…"
-	}
-	return s
-}

@@ -166,9 +166,9 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, te
 				msg += fmt.Sprintf(" (%s)", esc(e.ErrorKind))
 			}
 			if rest, ok := strings.CutPrefix(e.Error, "run "+e.Status+" "); ok {
-				msg += " " + escNames(firstLine(rest, 300)) // "run cancelled by …" goes on the line's own "cancelled"
+				msg += " " + escNames(engine.FirstLine(rest, 300)) // "run cancelled by …" goes on the line's own "cancelled"
 			} else if e.Error != "" {
-				msg += ": " + escNames(firstLine(e.Error, 300))
+				msg += ": " + escNames(engine.FirstLine(e.Error, 300))
 			}
 			return line(msg + ".")
 		}

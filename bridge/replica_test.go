@@ -188,8 +188,12 @@ func TestReplicasKill9(t *testing.T) {
 		if err != nil {
 			return 0
 		}
-		host, _, _ := strings.Cut(l.Holder, "/")
-		pid, _ := strconv.Atoi(host[strings.LastIndexByte(host, ':')+1:])
+		runner, _, _ := strings.Cut(l.Holder, "/") // host:pid:random
+		parts := strings.Split(runner, ":")
+		if len(parts) < 3 {
+			return 0
+		}
+		pid, _ := strconv.Atoi(parts[len(parts)-2])
 		return pid
 	}
 	var leader *bottest.Proc

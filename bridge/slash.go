@@ -149,7 +149,7 @@ func (b *Bridge) handleSlashRun(ctx context.Context, it *store.SlackInboxItem) e
 	if err := b.enqueueOutbox(ctx, &store.SlackOutboxAddParams{DedupeKey: rootKey, Queue: queueOf(channel, ""),
 		Method: store.SlackPost, Channel: channel,
 		Text: fmt.Sprintf(":arrow_forward: <@%s> ran `/holdfast run %s` — this thread follows it.", user,
-			esc(firstLine(strings.TrimSpace(cmd.Name+" "+cmd.Arg), 200)))}); err != nil {
+			esc(engine.FirstLine(strings.TrimSpace(cmd.Name+" "+cmd.Arg), 200)))}); err != nil {
 		return err
 	}
 	root, err := b.awaitSent(ctx, rootKey, slashRootWait)
@@ -174,7 +174,7 @@ func (b *Bridge) handleSlashRun(ctx context.Context, it *store.SlackInboxItem) e
 	}
 	m := &Message{Type: "slash_command", Channel: channel, User: user, Text: raw, TS: root}
 	ses, err := b.sessions.ResolveTag(ctx, threadTag(channel, root), sessions.CreateParams{
-		Title:   firstLine(orDefault(cmd.Arg, cmd.Name), 80),
+		Title:   engine.FirstLine(orDefault(cmd.Arg, cmd.Name), 80),
 		Context: map[string]any{"platform": "slack", "channel": channel, "threadTs": root, "user": user},
 		Source:  sessions.Source{Via: sessions.ViaSlack, UserID: actor(user)},
 	})
@@ -327,7 +327,7 @@ func (b *Bridge) submitRunWorkflow(ctx context.Context, it *store.SlackInboxItem
 	// submission is delivered.
 	m := &Message{Type: "shortcut", Channel: meta.Channel, User: user, TS: "shortcut:" + in.View.ID, ThreadTS: meta.ThreadTS}
 	ses, err := b.sessions.ResolveTag(ctx, threadTag(meta.Channel, meta.ThreadTS), sessions.CreateParams{
-		Title: firstLine(orDefault(brief, name), 80),
+		Title: engine.FirstLine(orDefault(brief, name), 80),
 		Context: map[string]any{"platform": "slack", "channel": meta.Channel, "threadTs": meta.ThreadTS, "user": user,
 			contextMessageTS: m.TS},
 		Source: sessions.Source{Via: sessions.ViaSlack, UserID: actor(user)},

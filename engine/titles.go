@@ -109,6 +109,17 @@ func PeopleIn(text string, name func(uid string) string) string {
 	return identities.ReplaceAllStringFunc(text, name)
 }
 
+// FirstLine is s's first line, trimmed, in at most n characters (a cut
+// one ends in "…"): how every surface names a long text in one line.
+func FirstLine(s string, n int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	s = strings.TrimSpace(s)
+	if r := []rune(s); len(r) > n {
+		s = strings.TrimSpace(string(r[:max(n-1, 0)])) + "…"
+	}
+	return s
+}
+
 // Names lists names as a sentence does: "ada", "ada and bo", "ada, bo and cy".
 func Names(names []string) string {
 	if len(names) <= 1 {

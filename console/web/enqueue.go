@@ -100,7 +100,7 @@ func (c *Console) runInConversation(w http.ResponseWriter, r *http.Request, wf *
 		again(http.StatusBadRequest, store.ReasonOf(err))
 		return
 	}
-	s, err := c.openSession(r, wf.Command+": "+firstLine(brief))
+	s, err := c.openSession(r, wf.Command+": "+engine.FirstLine(strings.TrimLeft(strings.TrimSpace(brief), "# "), 80))
 	if status, ok := refusalStatus(err); ok {
 		again(status, store.ReasonOf(err))
 		return
@@ -116,11 +116,4 @@ func (c *Console) runInConversation(w http.ResponseWriter, r *http.Request, wf *
 	c.redirect(w, r, back, "Started "+wf.Command+" in a new session: its reply appears below.", false)
 }
 
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	r := []rune(strings.TrimSpace(strings.TrimLeft(line, "# ")))
-	if len(r) > 80 {
-		r = r[:80]
-	}
-	return string(r)
-}
+

@@ -226,7 +226,7 @@ func (s *Service) MessageWith(ctx context.Context, id, text string, said transcr
 	var title *string
 	if ses.Title == "" {
 		// An untitled session is named by its first message, as chat UIs do.
-		name := firstLine(text, 80)
+		name := engine.FirstLine(text, 80)
 		title = &name
 	}
 	said.Text = text
@@ -433,13 +433,6 @@ func (s *Service) settle(tctx context.Context, log *slog.Logger, id string, t *t
 	return evs[0]
 }
 
-func firstLine(s string, n int) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
-}
 
 func truncate(s string, n int) string {
 	if r := []rune(s); len(r) > n {
