@@ -320,4 +320,3 @@ func (b *Bridge) ephemeral(ctx context.Context, it *store.SlackInboxItem, suffix
 		Method: store.SlackEphemeral, Channel: channel, ThreadTS: postTS(threadTS), User: user, Text: text,
 	})
 }
-

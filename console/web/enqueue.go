@@ -115,5 +115,3 @@ func (c *Console) runInConversation(w http.ResponseWriter, r *http.Request, wf *
 	}
 	c.redirect(w, r, back, "Started "+wf.Command+" in a new session: its reply appears below.", false)
 }
-
-

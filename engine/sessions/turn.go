@@ -433,7 +433,6 @@ func (s *Service) settle(tctx context.Context, log *slog.Logger, id string, t *t
 	return evs[0]
 }
 
-
 func truncate(s string, n int) string {
 	if r := []rune(s); len(r) > n {
 		return string(r[:n]) + "…"
