@@ -395,17 +395,7 @@ func TestTwoApprovalsNameBothStewards(t *testing.T) {
 		"- **Approval** `hold`", "- **Approval** `hold`\n- **Approvals** `2`", 1), "# Draft memo from brief", "# Pair draft", 1)
 	_, _, err = b.lib.ImportWorkflow(ctx, "", doc)
 	require.NoError(t, err)
-	item, _, err := b.eng.Enqueue(ctx, engine.EnqueueParams{Command: "/pair-draft", DedupeKey: "pair",
-		Payload: map[string]any{"brief": "Weirs", "title": "Weirs"}, OwnerUID: "slack:U9"})
-	require.NoError(t, err)
-	var hold *store.Hold
-	require.Eventually(t, func() bool {
-		hs, err := b.db.HoldList(ctx, &store.HoldListParams{SessionID: item.SessionID, Status: store.HoldOpen})
-		if err == nil && len(hs) == 1 {
-			hold = hs[0]
-		}
-		return hold != nil
-	}, 20*time.Second, 20*time.Millisecond)
+	_, hold := b.heldRunOf(t, "/pair-draft", "slack:U9", "Weirs")
 	decider := func(name string) engine.Decider {
 		u := b.users[name]
 		return engine.Decider{UserID: u.ID, Username: u.Username, Role: u.Role, Via: "console"}

@@ -254,8 +254,14 @@ func mustURL(t testing.TB, s string) *url.URL {
 // waits for its hold to open.
 func (b *bundle) heldRun(t testing.TB, owner, brief string) (*store.QueueItem, *store.Hold) {
 	t.Helper()
+	return b.heldRunOf(t, "/draft-memo", owner, brief)
+}
+
+// heldRunOf is heldRun of any workflow that holds its output.
+func (b *bundle) heldRunOf(t testing.TB, command, owner, brief string) (*store.QueueItem, *store.Hold) {
+	t.Helper()
 	ctx := context.Background()
-	item, _, err := b.eng.Enqueue(ctx, engine.EnqueueParams{Command: "/draft-memo", DedupeKey: brief,
+	item, _, err := b.eng.Enqueue(ctx, engine.EnqueueParams{Command: command, DedupeKey: brief,
 		Payload: map[string]any{"brief": brief, "title": "Draft: " + brief}, OwnerUID: owner})
 	require.NoError(t, err)
 	var hold *store.Hold
