@@ -104,12 +104,16 @@ func CheckMemoBody(field, s string) error {
 	return CheckText(field, s, 0)
 }
 
-// CheckTags checks a list of tags: at most MaxTags, each a name.
+// CheckTags checks a list of tags: at most MaxTags, each a name, none
+// blank (a blank one names nothing, and would be dropped unseen).
 func CheckTags(field string, tags []string) error {
 	if len(tags) > MaxTags {
 		return Refuse(ErrInvalid, "%s has %d tags, more than %d", field, len(tags), MaxTags)
 	}
 	for _, t := range tags {
+		if strings.TrimSpace(t) == "" {
+			return Refuse(ErrInvalid, "%s holds a blank tag; leave it out", field)
+		}
 		if err := CheckName(field, t); err != nil {
 			return err
 		}

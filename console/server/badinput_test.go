@@ -382,6 +382,9 @@ func TestBadInput(t *testing.T) {
 		{name: "BodyNUL", r: request{method: "POST", path: "/api/memos", as: "steward", contentType: jsonType, body: js(map[string]any{"title": "t", "body": "b\x00"})}, want: 400},
 		{name: "TagNUL", r: request{method: "POST", path: "/api/memos", as: "steward", contentType: jsonType,
 			body: js(map[string]any{"title": "t", "body": "b", "tags": []string{"\x00"}})}, want: 400},
+		// A blank tag names nothing: refused, not silently dropped.
+		{name: "TagBlank", r: request{method: "POST", path: "/api/memos", as: "steward", contentType: jsonType,
+			body: js(map[string]any{"title": "t", "body": "b", "tags": []string{"otters", "  "}})}, want: 400},
 		{name: "TitleInvalidUTF8", r: request{method: "POST", path: "/api/memos", as: "steward", contentType: jsonType,
 			body: []byte("{\"title\":\"a\xffb\",\"body\":\"b\"}")}, want: 400},
 		{name: "EscapedBackslashIsNotNUL", r: request{method: "POST", path: "/api/memos", as: "steward", contentType: jsonType,
