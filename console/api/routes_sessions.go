@@ -54,8 +54,12 @@ func (a *API) requireInternalKey(next http.Handler) http.Handler {
 			WriteError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
 			return
 		}
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("x-internal-key")), []byte(a.InternalKey)) != 1 {
+		switch got := r.Header.Get("x-internal-key"); {
+		case got == "":
 			WriteError(w, http.StatusUnauthorized, "internal routes need the x-internal-key header")
+			return
+		case subtle.ConstantTimeCompare([]byte(got), []byte(a.InternalKey)) != 1:
+			WriteError(w, http.StatusUnauthorized, "the x-internal-key header is not this server's internal key (HOLDFAST_INTERNAL_KEY)")
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), internalCall{}, true)))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -269,9 +270,11 @@ func TestInternalSessionsAndTrackingHeader(t *testing.T) {
 	t.Run("AgentSessionTracked", func(t *testing.T) {
 		t.Parallel()
 		b := setupAPI(t, "s3cret")
-		b.mustDo(t, call{method: "POST", path: "/api/internal/sessions", body: map[string]any{"purpose": "x"}, key: "-"}, 401)
-		b.mustDo(t, call{method: "POST", path: "/api/internal/sessions", body: map[string]any{"purpose": "x"}, key: "-",
+		missing := b.mustDo(t, call{method: "POST", path: "/api/internal/sessions", body: map[string]any{"purpose": "x"}, key: "-"}, 401)
+		require.Contains(t, fmt.Sprint(missing), "need the x-internal-key header")
+		wrong := b.mustDo(t, call{method: "POST", path: "/api/internal/sessions", body: map[string]any{"purpose": "x"}, key: "-",
 			header: map[string]string{"x-internal-key": "wrong"}}, 401)
+		require.Contains(t, fmt.Sprint(wrong), "is not this server's internal key", "a wrong key is told apart from a missing one")
 		b.mustDo(t, call{method: "POST", path: "/api/internal/sessions", body: map[string]any{"purpose": " "}, key: "-",
 			header: map[string]string{"x-internal-key": "s3cret"}}, 400)
 		// The agent sends its API key beside the internal key: the session
