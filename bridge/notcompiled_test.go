@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -57,6 +58,12 @@ func TestEnqueueRefusalsSayWhy(t *testing.T) {
 			require.NotContains(t, text(c), tc.notWant)
 		})
 	}
+	// The slash command answers at once with the same reason.
+	status, body := tb.slash(t, "U1", "CNC", "run broken-one Otters")
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, unescapeJSON(body), "Workflow `broken-one` does not compile")
+	require.Contains(t, unescapeJSON(body), fmt.Sprintf("Line %d:", lineOf(oneError, "worktree")))
+	tb.quiet(t)
 	pending, err := tb.store.QueueItemCountPending(tb.ctx)
 	require.NoError(t, err)
 	require.Zero(t, pending, "nothing was queued")

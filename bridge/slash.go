@@ -71,6 +71,9 @@ func (b *Bridge) slashCommand(ctx context.Context, form url.Values) (*slashRespo
 			return ephemeralResponse(fmt.Sprintf("There is no workflow `%s`. Try `/holdfast workflows`.", esc(name))), nil
 		case err != nil:
 			return nil, err
+		case len(wf.Errors) > 0:
+			return ephemeralResponse(b.notCompiledText(name, &NotCompiledError{Command: wf.Command, MemoID: wf.MemoID,
+				First: wf.Errors[0], Count: len(wf.Errors)})), nil
 		case wf.Status != "live":
 			return ephemeralResponse(fmt.Sprintf("Workflow `%s` is not live, so it takes no work right now.", esc(name))), nil
 		}
