@@ -236,6 +236,9 @@ func TestMessageDeliveredTwiceAnsweredOnce(t *testing.T) {
 	chat := tb.ts()
 	tb.event(t, "EvTw1", mention("CTW", "U1", chat, "", "hello there"))
 	tb.event(t, "EvTw2", mention("CTW", "U1", chat, "", "hello there"))
+	// The chat turn answers in the background: its answer is in the
+	// transcript before the next message only once it is posted.
+	tb.eventually(t, func() bool { return len(tb.posts("CTW", chat)) >= 1 }, 10*time.Second, "the chat reply arrives")
 	help, enq := tb.ts(), tb.ts()
 	tb.event(t, "EvTw3", mention("CTW", "U1", help, chat, "help"))
 	tb.event(t, "EvTw4", mention("CTW", "U1", enq, chat, "draft-memo Otters"))
