@@ -389,21 +389,21 @@ func (e *Engine) decision(h *store.Hold, a attempt) (*store.HoldDecideParams, st
 		asDecided := *h
 		asDecided.EditedOutput = p.EditedOutput
 		published := "" // a rejection publishes nothing
-		var approvers []string
-		editedBy := ""
 		if p.Status == store.HoldApproved && !IsBudgetHold(h.ID, h.RunID) {
 			published = h.Output
 			if p.EditedOutput != nil {
 				published = *p.EditedOutput
 			}
-			for _, x := range p.Approvals {
-				if len(p.Approvals) > 1 {
+		}
+		var approvers []string
+		editedBy := ""
+		if p.Status == store.HoldApproved {
+			if len(p.Approvals) > 1 {
+				for _, x := range p.Approvals {
 					approvers = append(approvers, x.By)
 				}
-				if x.Edited {
-					editedBy = x.By
-				}
 			}
+			editedBy = HoldEditor(p.Approvals)
 		}
 		p.Events = []store.EventAppendParams{transcript.Encode(transcript.HoldDecided{
 			HoldID: h.ID, RunID: h.RunID, Status: p.Status, DecidedBy: a.by, DecidedVia: a.via, Comment: a.comment,
@@ -415,6 +415,19 @@ func (e *Engine) decision(h *store.Hold, a attempt) (*store.HoldDecideParams, st
 		}
 	}
 	return p, ""
+}
+
+// HoldEditor is who gave an approved hold's edited output: the last
+// approval that came with one ("" for none, or a hold decided before
+// approvals said so). With several approvals it need not be the decider.
+func HoldEditor(approvals []store.HoldApproval) string {
+	by := ""
+	for _, a := range approvals {
+		if a.Edited {
+			by = a.By
+		}
+	}
+	return by
 }
 
 // decided tells subscribers and, for an approval, wakes the runner.

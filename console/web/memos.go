@@ -182,9 +182,7 @@ func (c *Console) provenance(ctx context.Context, m *store.Memo) (*templates.Pro
 			if h.Status == store.HoldApproved {
 				names := c.userNames(ctx)
 				p.Steward, p.Via, p.Edited = approvers(h, names), h.DecidedVia, h.EditedOutput != nil
-				if by := editedBy(h); p.Edited && by != "" && len(h.Approvals) > 1 {
-					p.EditedBy = requester(by, names)
-				}
+				p.EditedBy = editor(h, names)
 				if h.DecidedAt != nil {
 					p.When = c.ago(*h.DecidedAt)
 				}

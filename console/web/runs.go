@@ -303,15 +303,13 @@ func approvers(h *store.Hold, people map[string]string) string {
 	return engine.Names(names)
 }
 
-// editedBy is the steward whose approval gave the hold's edited output.
-func editedBy(h *store.Hold) string {
-	by := ""
-	for _, a := range h.Approvals {
-		if a.Edited {
-			by = a.By
-		}
+// editor names who edited the hold's output when several stewards
+// approved it (one approver is the decider, named already), else "".
+func editor(h *store.Hold, names map[string]string) string {
+	if by := engine.HoldEditor(h.Approvals); by != "" && h.EditedOutput != nil && len(h.Approvals) > 1 {
+		return requester(by, names)
 	}
-	return by
+	return ""
 }
 
 // runLead says, in one sentence, what happened to the run: a terminal state
@@ -330,8 +328,8 @@ func runLead(run *store.Run, hold *store.Hold, dispatch []templates.Link, now ti
 			s += ", approved by " + approvers(hold, names)
 			if hold.EditedOutput != nil {
 				s += " with edits"
-				if by := editedBy(hold); by != "" && len(hold.Approvals) > 1 {
-					s += " by " + requester(by, names)
+				if by := editor(hold, names); by != "" {
+					s += " by " + by
 				}
 			}
 		}
