@@ -136,9 +136,13 @@ func (b *Bridge) homeView(ctx context.Context, user string) (*slack.HomeTabViewR
 	} else {
 		var sb strings.Builder
 		for _, r := range runs {
-			// A title is markdown its asker wrote: plain text in a link's label.
-			fmt.Fprintf(&sb, "• `%s` <%s/runs/%s|%s> — `%s`, %s ago\n", esc(r.Status), b.cfg.BaseURL, r.ID,
-				mrkdwn.Label([]byte(orDefault(runTitle(r), r.ID)), 150), esc(r.Command), age(time.Since(r.CreatedAt)))
+			// A title is markdown its asker wrote: plain text in a link's
+			// label. An untitled run is named by its workflow.
+			fmt.Fprintf(&sb, "• `%s` <%s/runs/%s|%s>", esc(r.Status), b.cfg.BaseURL, r.ID, mrkdwn.Label([]byte(engine.RunTitle(r)), 150))
+			if runTitle(r) != "" {
+				fmt.Fprintf(&sb, " — `%s`", esc(r.Command))
+			}
+			fmt.Fprintf(&sb, ", %s ago\n", age(time.Since(r.CreatedAt)))
 		}
 		blocks = append(blocks, mrkdwnSection(sb.String()))
 	}

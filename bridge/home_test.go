@@ -12,6 +12,7 @@ import (
 
 	"github.com/holdfast-bot/holdfast/bridge"
 	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -145,4 +146,20 @@ func TestAppHomeTitlesArePlain(t *testing.T) {
 	tb.event(t, "EvAT2", homeOpened("U1"))
 	home := tb.homeHas(t, "U1", func(h string) bool { return strings.Contains(h, "Your recent runs") }, "U1's Home")
 	require.Contains(t, home, "|Please write up otter facts ∣ now>")
+
+	// A run with neither title nor brief (an API enqueue of a bare
+	// payload) is named by its workflow, never by its id.
+	it, _, err := tb.eng.Enqueue(tb.ctx, engine.EnqueueParams{Command: "/draft-memo", DedupeKey: "untitled",
+		Payload: map[string]any{}, OwnerUID: "slack:U1"})
+	require.NoError(t, err)
+	tb.eventually(t, func() bool {
+		got, err := tb.store.QueueItemGetByID(tb.ctx, it.ID)
+		return err == nil && got.RunID != ""
+	}, 10*time.Second)
+	got, err := tb.store.QueueItemGetByID(tb.ctx, it.ID)
+	require.NoError(t, err)
+	tb.event(t, "EvAT3", homeOpened("U1"))
+	home = tb.homeHas(t, "U1", func(h string) bool { return strings.Contains(h, "/runs/"+got.RunID) }, "the untitled run in U1's Home")
+	require.Contains(t, home, "/runs/"+got.RunID+"|/draft-memo>")
+	require.NotContains(t, home, "|"+got.RunID+">", "no run id as its name")
 }

@@ -25,7 +25,7 @@ import (
 const slashHelp = "*Holdfast* — `/holdfast <subcommand>`:\n" +
 	"• `help` — this list\n" +
 	"• `workflows` — live workflows and what they do\n" +
-	"• `holds` — open holds waiting for a steward, with links\n" +
+	"• `holds` — open holds waiting for a steward (yours; a steward sees all), with links\n" +
 	"• `run <command> <brief>` — post a message here whose thread runs the workflow, e.g. `/holdfast run draft-memo A memo about otters`\n" +
 	"In a thread, mention me instead (`@holdfast help`); on any message, *Run a workflow* in its shortcuts menu runs one in that message's thread."
 
@@ -58,7 +58,7 @@ func (b *Bridge) slashCommand(ctx context.Context, form url.Values) (*slashRespo
 		return ephemeralResponse(strings.Replace(b.workflowList(ctx), "(mention me with `<command> <brief>`)",
 			"(`/holdfast run <command> <brief>`)", 1)), nil
 	case "holds":
-		return ephemeralResponse(b.holdsList(ctx)), nil
+		return ephemeralResponse(b.holdsList(ctx, form.Get("user_id"))), nil
 	case "run":
 		name, _, _ := strings.Cut(arg, " ")
 		name = strings.ToLower(strings.TrimPrefix(strings.TrimSpace(name), "/"))
@@ -93,18 +93,32 @@ func (b *Bridge) slashCommand(ctx context.Context, form url.Values) (*slashRespo
 	}
 }
 
-// holdsList is `/holdfast holds`: the open holds, oldest first, with
-// links to the console and their threads.
-func (b *Bridge) holdsList(ctx context.Context) string {
-	holds, err := b.store.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, Limit: slashHolds + 1})
+// holdsList is `/holdfast holds` for user: the open holds, oldest first,
+// with links to the console and their threads. As in App Home, a steward
+// sees every one; anyone else only those they asked for, so no one reads
+// the titles of another's holds (a DM's among them) here.
+func (b *Bridge) holdsList(ctx context.Context, user string) string {
+	steward, err := b.engine.IsSteward(ctx, slackCaller(user))
 	if err != nil {
 		return ":warning: could not list holds: " + esc(store.ReasonOf(err))
 	}
-	if len(holds) == 0 {
+	p, head := &store.HoldListParams{Status: store.HoldOpen, Limit: slashHolds + 1}, "*Open holds* (oldest first):\n"
+	if !steward {
+		p.OwnerUID, head = actor(user), "*Your open holds* (oldest first; stewards see them all):\n"
+	}
+	holds, err := b.store.HoldList(ctx, p)
+	if err != nil {
+		return ":warning: could not list holds: " + esc(store.ReasonOf(err))
+	}
+	switch {
+	case len(holds) > 0:
+	case steward:
 		return "No holds are waiting for a steward."
+	default:
+		return "None of your runs waits for a steward. (Stewards see every open hold here.)"
 	}
 	var sb strings.Builder
-	sb.WriteString("*Open holds* (oldest first):\n")
+	sb.WriteString(head)
 	for i, h := range holds {
 		if i == slashHolds {
 			fmt.Fprintf(&sb, "• … and more: <%s/holds|all open holds in the console>\n", b.cfg.BaseURL)

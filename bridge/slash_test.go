@@ -39,7 +39,7 @@ func TestSlashCommand(t *testing.T) {
 		{"Empty", "", []string{"/holdfast <subcommand>"}},
 		{"Unknown", "frobnicate now", []string{"/holdfast <subcommand>"}},
 		{"Workflows", "workflows", []string{"`draft-memo` — Drafts one memo", "/holdfast run <command> <brief>"}},
-		{"NoHolds", "holds", []string{"No holds are waiting"}},
+		{"NoHolds", "holds", []string{"None of your runs waits for a steward"}},
 		{"RunUnknown", "run nope brief", []string{"There is no workflow `nope`"}},
 		{"RunNothing", "run", []string{"Usage: `/holdfast run"}},
 	} {
@@ -73,11 +73,30 @@ func TestSlashCommand(t *testing.T) {
 	require.Equal(t, "Lichens", item.Payload["title"])
 	require.Equal(t, "slack:U1", item.OwnerUID)
 
-	status, body = tb.slash(t, "U1", "CS", "holds")
-	require.Equal(t, http.StatusOK, status)
-	require.Contains(t, unescapeJSON(body), "*Lichens*")
-	require.Contains(t, unescapeJSON(body), "http://holdfast.test/holds/"+holdID)
-	require.Contains(t, unescapeJSON(body), fakeslack.Permalink("CS", root))
+	// Holds are listed as App Home lists them: all of them to a steward,
+	// who decides them; to anyone else only the ones they asked for, so
+	// no one reads another's titles (a DM's among them) here.
+	for _, tc := range []struct {
+		user  string
+		shown bool
+		head  string
+	}{
+		{"USTEWARD", true, "*Open holds*"},
+		{"U1", true, "*Your open holds*"},
+		{"U2", false, "None of your runs waits for a steward"},
+	} {
+		status, body = tb.slash(t, tc.user, "CS", "holds")
+		require.Equal(t, http.StatusOK, status)
+		text := unescapeJSON(body)
+		require.Contains(t, text, tc.head, tc.user)
+		if !tc.shown {
+			require.NotContains(t, text, "Lichens", tc.user)
+			continue
+		}
+		require.Contains(t, text, "*Lichens*", tc.user)
+		require.Contains(t, text, "http://holdfast.test/holds/"+holdID, tc.user)
+		require.Contains(t, text, fakeslack.Permalink("CS", root), tc.user)
+	}
 
 	status, _ = tb.postSigned(t, "/slack/commands", "application/x-www-form-urlencoded", []byte("command=%2Fholdfast&text=help"),
 		time.Now().Unix(), "v0="+strings.Repeat("ab", 32))

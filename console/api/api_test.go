@@ -102,6 +102,38 @@ func TestMemos(t *testing.T) {
 	})
 }
 
+// Unlisted memos (a dispatched memo is one) are listed for stewards and
+// admins, as the console lists them, unless they ask not to; a viewer
+// never sees them listed.
+func TestUnlistedMemosListedForStewards(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var listed, unlisted store.Memo
+	require.Equal(t, http.StatusCreated, b.json(t, store.RoleSteward, http.MethodPost, "/api/memos",
+		map[string]any{"title": "Otters listed", "body": "Otters hold hands."}, &listed))
+	require.Equal(t, http.StatusCreated, b.json(t, store.RoleSteward, http.MethodPost, "/api/memos",
+		map[string]any{"title": "Otters unlisted", "body": "Otters sleep afloat.", "unlisted": true}, &unlisted))
+	for _, tc := range []struct {
+		role, query string
+		want        []string
+	}{
+		{store.RoleViewer, "", []string{listed.ID}},
+		{store.RoleViewer, "&includeUnlisted=false", []string{listed.ID}},
+		{store.RoleSteward, "", []string{unlisted.ID, listed.ID}},
+		{store.RoleAdmin, "", []string{unlisted.ID, listed.ID}},
+		{store.RoleSteward, "&includeUnlisted=false", []string{listed.ID}},
+		{store.RoleSteward, "&includeUnlisted=true", []string{unlisted.ID, listed.ID}},
+	} {
+		var list struct{ Memos []store.Memo }
+		require.Equal(t, http.StatusOK, b.json(t, tc.role, http.MethodGet, "/api/memos?q=otters"+tc.query, nil, &list), tc.role+tc.query)
+		var ids []string
+		for _, m := range list.Memos {
+			ids = append(ids, m.ID)
+		}
+		require.ElementsMatch(t, tc.want, ids, tc.role+tc.query)
+	}
+}
+
 func TestMemoErrors(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

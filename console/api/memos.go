@@ -48,7 +48,8 @@ const memoListSize = 50
 // (engine/search): a filter with a bad value is 400 naming it, any other
 // text is valid (the store makes it safe and bounds its cost); memoType,
 // when given, is the query's type: (note, workflow or any); unlisted memos
-// are listed for stewards and admins only (SPEC §7), when they ask.
+// are listed for stewards and admins only (SPEC §7), as in the console,
+// unless they ask not to (includeUnlisted=false).
 func (a *API) memoList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	sq, err := search.Parse(q.Get("q"))
@@ -59,12 +60,15 @@ func (a *API) memoList(w http.ResponseWriter, r *http.Request) {
 		Fail(w, r, a.Log, err)
 		return
 	}
-	unlisted, err := boolParam(q.Get("includeUnlisted"))
-	if err != nil {
-		WriteError(w, http.StatusBadRequest, "includeUnlisted must be true or false")
-		return
+	mayList := auth.From(r.Context()).ListsUnlisted()
+	unlisted := mayList
+	if v := q.Get("includeUnlisted"); v != "" {
+		if unlisted, err = boolParam(v); err != nil {
+			WriteError(w, http.StatusBadRequest, "includeUnlisted must be true or false")
+			return
+		}
 	}
-	if unlisted && !auth.From(r.Context()).AtLeast(store.RoleSteward) {
+	if unlisted && !mayList {
 		WriteError(w, http.StatusForbidden, "unlisted memos are listed for stewards and admins only")
 		return
 	}

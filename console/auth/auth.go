@@ -31,6 +31,11 @@ type Identity struct {
 // AtLeast reports whether the caller holds role min or a stronger one.
 func (i *Identity) AtLeast(min string) bool { return i != nil && store.RoleAtLeast(i.Role, min) }
 
+// ListsUnlisted reports whether unlisted memos (dispatched outputs among
+// them) appear in the caller's memo listings: for stewards and admins
+// only (SPEC §7), on the console and the API alike.
+func (i *Identity) ListsUnlisted() bool { return i.AtLeast(store.RoleSteward) }
+
 // Name is how the identity appears in audit logs and transcripts.
 func (i *Identity) Name() string {
 	switch {

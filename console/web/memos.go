@@ -89,8 +89,7 @@ func (c *Console) memoList(w http.ResponseWriter, r *http.Request) {
 	p := sq.ListParams(time.Now(), memoPage) // a search pages by its limit
 	size := p.Limit
 	p.Limit, p.Offset = size+1, (v.PageNo-1)*size
-	// Unlisted memos are listed for stewards and admins only (SPEC §7).
-	p.IncludeUnlisted = identity(r).AtLeast(store.RoleSteward)
+	p.IncludeUnlisted = identity(r).ListsUnlisted()
 	memos, err := c.Store.MemoSearch(r.Context(), p)
 	if err != nil {
 		c.fail(w, r, err)

@@ -129,6 +129,15 @@ func (s *Service) terminate(ctx context.Context, id string, by engine.Decider) (
 		}
 		res.CancelledRuns, res.HeldOpen = c.Runs, c.HeldOpen
 	}
+	if res.CancelledRuns > 0 && !res.CancelledTurn {
+		// Runs, not a turn, were stopped: the session says so as a
+		// cancelled turn would, unless a turn has started meanwhile.
+		none, status, reason := "", store.SessionCancelled, terminated{actor}.Error()
+		_, _, err := s.st.SessionUpdate(ctx, &store.SessionUpdateParams{ID: id, ExpectActiveRunID: &none, Status: &status, DoneReason: &reason})
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return nil, err
+		}
+	}
 	s.log.InfoContext(ctx, "session terminated", slog.String("session_id", id), slog.String("actor", actor),
 		slog.Bool("cancelled_turn", res.CancelledTurn), slog.Int("cancelled_runs", res.CancelledRuns), slog.Int("held_open", res.HeldOpen))
 	if res.Session, err = s.st.SessionGetByID(ctx, id); err != nil {

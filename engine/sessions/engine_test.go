@@ -82,6 +82,8 @@ func TestWithRealEngine(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, cmd.CancelledRuns, "the suspended run is cancelled")
 		require.Zero(t, cmd.Session.OpenHolds)
+		require.Equal(t, store.SessionCancelled, cmd.Session.Status, "what terminate stopped shows on the session")
+		require.Equal(t, "terminated by user:u", cmd.Session.DoneReason)
 	})
 
 	t.Run("YoloSessionIsNotHeld", func(t *testing.T) {

@@ -330,6 +330,9 @@ func (s *Service) List(ctx context.Context, p ListParams) (*Page, error) {
 		}
 		after = c
 	}
+	if q := strings.TrimSpace(p.Query); after == nil && strings.HasPrefix(q, tagWorkflow+"itm_") {
+		return s.listMinted(ctx, q, p.IncludeArchived)
+	}
 	rows, err := s.st.SessionList(ctx, &store.SessionListParams{Origins: origins, IncludeArchived: p.IncludeArchived,
 		Query: p.Query, After: after, Limit: limit + 1})
 	if err != nil {
@@ -340,6 +343,27 @@ func (s *Service) List(ctx context.Context, p ListParams) (*Page, error) {
 		page.Sessions = rows[:limit]
 		last := rows[limit-1]
 		page.Next = encodeCursor(last)
+	}
+	return page, nil
+}
+
+// listMinted answers a search for an engine-minted tag (workflow:<item
+// id>), which the text index leaves out because its random ids would cost
+// every enqueue and match nothing people type (issue 16): the tag is
+// looked up exactly instead. A tag names one session, so it is found
+// whatever the origin filter; archived and empty sessions stay left out
+// as in any listing.
+func (s *Service) listMinted(ctx context.Context, tag string, includeArchived bool) (*Page, error) {
+	page := &Page{Sessions: []*store.Session{}}
+	ses, err := s.st.SessionGetByTag(ctx, tag)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return page, nil
+	case err != nil:
+		return nil, err
+	}
+	if ses.EventCount > 0 && (includeArchived || !ses.Archived) {
+		page.Sessions = append(page.Sessions, ses)
 	}
 	return page, nil
 }

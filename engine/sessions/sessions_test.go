@@ -157,6 +157,16 @@ func TestList(t *testing.T) {
 	page, err = b.svc.List(ctx, sessions.ListParams{Query: "C1:1.1"})
 	require.NoError(t, err)
 	require.Equal(t, []string{channel.ID}, ids(page), "text filter on tag")
+	// An engine-minted tag is not in the text index; typed whole, it is
+	// looked up, whatever the origin filter.
+	for _, q := range []string{"workflow:itm_1", " workflow:itm_1 "} {
+		page, err = b.svc.List(ctx, sessions.ListParams{Query: q})
+		require.NoError(t, err)
+		require.Equal(t, []string{wf.ID}, ids(page), "%q finds its session", q)
+	}
+	page, err = b.svc.List(ctx, sessions.ListParams{Query: "workflow:itm_2"})
+	require.NoError(t, err)
+	require.Empty(t, ids(page), "no session holds that tag")
 
 	// Keyset pages: one row a page, newest activity first, next empty at the end.
 	all := []string{}
