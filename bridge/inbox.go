@@ -13,6 +13,7 @@ import (
 
 	"github.com/holdfast-bot/holdfast/engine/tracing"
 	"github.com/holdfast-bot/holdfast/store"
+	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
 // inboxAttempts is how often a delivery whose handling fails (a busy
@@ -183,6 +184,9 @@ func eventThread(env *Envelope) string {
 	if env.EventErr != nil || m.Channel == "" {
 		return ""
 	}
+	if t := m.Target(); t != nil {
+		m = t // a change is handled after what it changes
+	}
 	if m.ChannelType == "im" && m.ThreadTS == "" {
 		return queueOf(m.Channel, dmThread) // one conversation, in order
 	}
@@ -256,6 +260,9 @@ func relevantSubtype(st string) bool {
 
 func (b *Bridge) handleMessage(ctx context.Context, it *store.SlackInboxItem, m *Message) (bool, error) {
 	botUser := b.botUserID.Load().(string)
+	if m.Subtype == subtypeChanged || m.Subtype == subtypeDeleted {
+		return b.handleChange(ctx, it, m)
+	}
 	if m.Channel == "" || m.TS == "" || !relevantSubtype(m.Subtype) {
 		return false, nil
 	}
@@ -300,6 +307,52 @@ func (b *Bridge) handleMessage(ctx context.Context, it *store.SlackInboxItem, m 
 		return true, nil
 	}
 	return false, nil
+}
+
+// handleChange records an edit or deletion of a message in a thread the
+// bot is part of, so the conversation (engine/thread) reads it as Slack
+// now shows it; the transcript keeps what was first said. An edit runs no
+// command: what a message asked for was done when it was said. The bot's
+// own edits (its cards) are not people's words and record nothing.
+func (b *Bridge) handleChange(ctx context.Context, it *store.SlackInboxItem, m *Message) (bool, error) {
+	t := m.Target()
+	if t == nil || t.TS == "" {
+		return false, nil
+	}
+	botUser := b.botUserID.Load().(string)
+	user := t.User
+	switch {
+	case t.BotID != "" && (t.BotID == b.botID.Load().(string) || !b.cfg.AllowBots), user != "" && user == botUser:
+		return false, nil
+	case user == "":
+		user = t.BotID
+	}
+	if user == "" || m.Subtype == subtypeChanged && m.Previous != nil && m.Previous.Text == t.Text {
+		return false, nil // a link preview attached, or no one to name
+	}
+	root := t.Root()
+	if t.ChannelType == "im" && t.ThreadTS == "" {
+		root = dmThread
+	}
+	ses, err := b.store.SessionGetByTag(ctx, threadTag(t.Channel, root))
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil // not a thread the bot is part of
+	}
+	if err != nil {
+		return false, err
+	}
+	var ev transcript.Event = transcript.MessageDeleted{SlackTS: t.TS}
+	if m.Subtype == subtypeChanged {
+		ev = transcript.MessageEdited{SlackTS: t.TS, Text: b.markdown(ctx, stripMention(t.Text, botUser), true), Raw: t.Text}
+	}
+	p := transcript.EncodePtr(ev, actor(user))
+	p.SessionID = ses.ID
+	if _, err := b.store.SlackInboxAppendEvent(ctx, it.ID, p); err != nil {
+		return false, err
+	}
+	b.log.DebugContext(ctx, "slack: message change recorded", slog.String("session_id", ses.ID),
+		slog.String("channel", t.Channel), slog.String("ts", t.TS), slog.String("subtype", m.Subtype))
+	return true, nil
 }
 
 func actor(user string) string { return "slack:" + user }

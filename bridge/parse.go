@@ -69,6 +69,39 @@ type Message struct {
 	TS          string `json:"ts"`
 	ThreadTS    string `json:"thread_ts"`
 	Tab         string `json:"tab"` // app_home_opened: home | messages
+	// Changed is the message as it now reads (subtype message_changed);
+	// Previous as it read before (message_changed, message_deleted),
+	// DeletedTS the ts of the message deleted.
+	Changed   *Message `json:"message"`
+	Previous  *Message `json:"previous_message"`
+	DeletedTS string   `json:"deleted_ts"`
+}
+
+// Message subtypes of a change to a message said earlier.
+const (
+	subtypeChanged = "message_changed"
+	subtypeDeleted = "message_deleted"
+)
+
+// Target is the message an edit or deletion changes, placed in the
+// event's channel; nil for any other event.
+func (m *Message) Target() *Message {
+	var t *Message
+	switch m.Subtype {
+	case subtypeChanged:
+		t = m.Changed
+	case subtypeDeleted:
+		t = m.Previous
+	}
+	if t == nil {
+		return nil
+	}
+	c := *t
+	c.Channel, c.ChannelType, c.Changed, c.Previous = m.Channel, m.ChannelType, nil, nil
+	if m.Subtype == subtypeDeleted && m.DeletedTS != "" {
+		c.TS = m.DeletedTS
+	}
+	return &c
 }
 
 // Root is the ts of the thread the message belongs to: a top-level message

@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -96,6 +97,68 @@ func TestSummarizeThreadOfFour(t *testing.T) {
 		"*Ada*: we need a launch date", "*Bob Babbage*: Monday is too soon", "*Ada*: Tuesday then?", "*Bob Babbage*: Tuesday works for support")
 	require.Len(t, tb.slack.Delivered("users.info"), 2, "each speaker's name is asked once, then cached")
 	require.Empty(t, tb.slack.Calls("conversations.replies"), "a thread the bot was in from its start needs no backfill")
+}
+
+// changed is Slack's message_changed event: msg (a message() map) as it
+// now reads, after it read was.
+func changed(msg map[string]any, was string) map[string]any {
+	prev := maps.Clone(msg)
+	prev["text"] = was
+	now := maps.Clone(msg)
+	now["edited"] = map[string]any{"user": msg["user"], "ts": "1.1"}
+	return map[string]any{"type": "message", "subtype": "message_changed", "hidden": true, "channel": msg["channel"],
+		"channel_type": msg["channel_type"], "ts": "1.1", "event_ts": "1.1", "message": now, "previous_message": prev}
+}
+
+// deleted is Slack's message_deleted event of msg.
+func deleted(msg map[string]any) map[string]any {
+	return map[string]any{"type": "message", "subtype": "message_deleted", "hidden": true, "channel": msg["channel"],
+		"channel_type": msg["channel_type"], "ts": "1.2", "event_ts": "1.2", "deleted_ts": msg["ts"], "previous_message": msg}
+}
+
+// TestSummarizeThreadAfterEditsAndDeletions: a message edited in Slack is
+// summarised as it now reads and one deleted is left out, as the thread
+// shows them in Slack; the transcript keeps what was first said and
+// records the change. The bot's own edits (its cards) and changes in
+// threads it is not part of record nothing.
+func TestSummarizeThreadAfterEditsAndDeletions(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{real: true})
+	people(tb)
+	root := tb.ts()
+	tb.event(t, "EvE1", mention("CE", "U1", root, "", "we need a launch date"))
+	monday := message("CE", "U2", tb.ts(), root, "Monday is too soon")
+	tb.event(t, "EvE2", monday)
+	tuesday := message("CE", "U1", tb.ts(), root, "Tuesday then?")
+	tb.event(t, "EvE3", tuesday)
+	now := maps.Clone(monday)
+	now["text"] = "Monday works, see <https://plan.test|the plan>"
+	tb.event(t, "EvE4", changed(now, "Monday is too soon"))
+	tb.event(t, "EvE5", deleted(tuesday))
+	own := message("CE", fakeslack.BotUserID, tb.ts(), root, "a card")
+	own["bot_id"] = fakeslack.BotID
+	tb.event(t, "EvE6", changed(own, "the card before"))
+	elsewhere := tb.ts()
+	tb.event(t, "EvE7", changed(message("CE", "U1", tb.ts(), elsewhere, "elsewhere"), "a thread I am not in"))
+	tb.event(t, "EvE8", mention("CE", "U2", tb.ts(), root, "summarize-thread"))
+
+	summary := text(tb.summaryPost(t, "CE", root))
+	requireInOrder(t, summary, "*Ada*: we need a launch date", "*Bob Babbage*: Monday works, see <https://plan.test|the plan>", "*Bob Babbage*: summarize-thread")
+	require.NotContains(t, summary, "too soon")
+	require.NotContains(t, summary, "Tuesday")
+
+	var types []string
+	for _, e := range tb.transcript(t, "CE", root) {
+		types = append(types, e.Type)
+		if e.Type == "message_edited" {
+			require.Equal(t, "Monday works, see [the plan](https://plan.test)", e.Payload["text"], "recorded as markdown")
+			require.Equal(t, "slack:U2", e.Actor)
+		}
+	}
+	require.Equal(t, 1, strings.Count(strings.Join(types, " "), "message_edited"), "the bot's own edit is not recorded: %v", types)
+	require.Contains(t, types, "message_deleted")
+	_, err := tb.store.SessionGetByTag(tb.ctx, "slack:CE:"+elsewhere)
+	require.ErrorIs(t, err, store.ErrNotFound, "a change starts no session")
 }
 
 // seedThread puts a thread the bot never saw into the fake: Ada's root,

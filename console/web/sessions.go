@@ -429,6 +429,12 @@ func (c *Console) eventView(ctx context.Context, e *store.Event, names map[strin
 	case transcript.AssistantMessage:
 		v.Kind, v.HTML = "message", renderMarkdown(ev.Text)
 		runLink()
+	case transcript.MessageEdited:
+		// Slack edits: the first text stays where it was said (the
+		// transcript is append-only); the conversation reads this one.
+		v.Text = "Edited a message to read: “" + ev.Text + "”"
+	case transcript.MessageDeleted:
+		v.Text = "Deleted a message; the conversation leaves it out"
 	case transcript.Command:
 		v.Text = "Command " + ev.Command
 	case transcript.PolicySet:

@@ -303,6 +303,16 @@ func TestTranscriptShowsSpeakersAndToolCalls(t *testing.T) {
 	require.Contains(t, page, "Tool search_memos")
 	require.Contains(t, page, "tag:brief since:7d")
 	require.Contains(t, page, "Otter census brief")
+
+	// A Slack edit and deletion show as what happened, beside the first
+	// text (the transcript is append-only).
+	_, err = b.sess.AppendEvent(ctx, s.ID, "message_edited", "slack:U1", map[string]any{"ts": "1.1", "text": "what do the notes say?"})
+	require.NoError(t, err)
+	_, err = b.sess.AppendEvent(ctx, s.ID, "message_deleted", "slack:U1", map[string]any{"ts": "1.1"})
+	require.NoError(t, err)
+	_, page = c.get("/sessions/" + s.ID)
+	require.Contains(t, page, "Edited a message to read: “what do the notes say?”")
+	require.Contains(t, page, "Deleted a message")
 }
 
 // TestTranscriptShowsWronglyShapedEvents: an event whose payload has a

@@ -15,6 +15,7 @@ package thread
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,6 +88,13 @@ func Events(ctx context.Context, st store.Store, id string, limit int) ([]*store
 	if err != nil {
 		return nil, err
 	}
+	// Edits and deletions are read apart, so they take no message's place
+	// in the limit; the newest of them are the ones that can touch it.
+	changes, err := st.EventList(ctx, &store.EventListParams{SessionID: id, Newest: true, Limit: limit + MaxBackfill,
+		Types: []string{transcript.TypeMessageEdited, transcript.TypeMessageDeleted}})
+	if err != nil {
+		return nil, err
+	}
 	if len(evs) == limit && slices.ContainsFunc(evs, Backfilled) {
 		// Backfilled messages recorded late stand among the newest by record
 		// time though they are the oldest of the conversation: read enough
@@ -95,7 +103,7 @@ func Events(ctx context.Context, st store.Store, id string, limit int) ([]*store
 			return nil, err
 		}
 	}
-	evs = Order(evs)
+	evs = Order(append(evs, changes...))
 	if len(evs) > limit {
 		evs = evs[len(evs)-limit:]
 	}
@@ -103,9 +111,12 @@ func Events(ctx context.Context, st store.Store, id string, limit int) ([]*store
 }
 
 // Order puts events (in record order) in conversation order: backfilled
-// messages first by their Slack ts, then the rest as recorded. Messages
-// with no text are left out; other events are kept.
+// messages first by their Slack ts, then the rest as recorded. A message
+// its speaker edited reads as last edited, and one they deleted is left
+// out, as are messages with no text and the edit events themselves; other
+// events are kept.
 func Order(evs []*store.Event) []*store.Event {
+	evs = applyChanges(evs)
 	var back, live []*store.Event
 	at := map[*store.Event]time.Time{}
 	for _, e := range evs {
@@ -122,6 +133,55 @@ func Order(evs []*store.Event) []*store.Event {
 	}
 	slices.SortStableFunc(back, func(a, b *store.Event) int { return at[a].Compare(at[b]) })
 	return append(back, live...)
+}
+
+// applyChanges answers evs with message_edited and message_deleted taken
+// out and applied, by Slack ts and speaker, to the messages they change:
+// the latest edit's text in place of the first (a copy: the caller's
+// events are not touched), a deleted message left out. Only its speaker
+// changes a message, as only they can in Slack.
+func applyChanges(evs []*store.Event) []*store.Event {
+	type key struct{ ts, actor string }
+	var changes map[key]*store.Event
+	for _, e := range evs {
+		if e.Type != transcript.TypeMessageEdited && e.Type != transcript.TypeMessageDeleted {
+			continue
+		}
+		ts, _ := e.Payload["ts"].(string)
+		if ts == "" {
+			continue
+		}
+		if changes == nil {
+			changes = map[key]*store.Event{}
+		}
+		// A deletion is final; of edits, the latest recorded counts.
+		k := key{ts, e.Actor}
+		if cur := changes[k]; cur == nil || cur.Type != transcript.TypeMessageDeleted && (e.ID > cur.ID || e.Type == transcript.TypeMessageDeleted) {
+			changes[k] = e
+		}
+	}
+	if changes == nil {
+		return evs
+	}
+	out := make([]*store.Event, 0, len(evs))
+	for _, e := range evs {
+		if e.Type == transcript.TypeMessageEdited || e.Type == transcript.TypeMessageDeleted {
+			continue
+		}
+		if _, said, ok := message(e); ok && said.SlackTS != "" {
+			if c := changes[key{said.SlackTS, e.Actor}]; c != nil {
+				if c.Type == transcript.TypeMessageDeleted {
+					continue
+				}
+				edited := *e
+				edited.Payload = maps.Clone(e.Payload)
+				edited.Payload["text"], edited.Payload["edited"] = c.Payload["text"], true
+				e = &edited
+			}
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // message answers the text of a user or assistant message and who said

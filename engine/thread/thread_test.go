@@ -112,6 +112,40 @@ func TestLoad(t *testing.T) {
 		require.Equal(t, fmt.Sprint("live ", thread.MaxMessages+29), msgs[len(msgs)-1].Text)
 	})
 
+	// Slack edits and deletions (message_changed, message_deleted) change
+	// the conversation as people now see it in Slack: the latest edit in
+	// the message's place, a deleted message gone, a backfilled message
+	// alike; only its speaker's change counts.
+	t.Run("EditsAndDeletions", func(t *testing.T) {
+		t.Parallel()
+		db := open(t)
+		id := newSession(t, db)
+		edit := func(actor, ts, text string) *store.EventAppendParams {
+			return msg("message_edited", actor, map[string]any{"ts": ts, "text": text})
+		}
+		appendAll(t, db, id,
+			msg(store.EventUserMessage, "slack:U1", map[string]any{"text": "otters eat fish", "speaker": "Ada", "ts": "1700000100.000000"}),
+			msg(store.EventUserMessage, "slack:U2", map[string]any{"text": "my password is hunter2", "speaker": "Bob", "ts": "1700000101.000000"}),
+			msg(store.EventUserMessage, "slack:U1", map[string]any{"text": "otters are weasels", "speaker": "Ada", "ts": "1700000102.000000"}),
+			msg(store.EventUserMessage, "slack:U2", map[string]any{"text": "old", "speaker": "Bob", "ts": "1700000001.000000", "backfilled": true}),
+			edit("slack:U1", "1700000100.000000", "otters eat crabs"),
+			msg("message_deleted", "slack:U2", map[string]any{"ts": "1700000101.000000"}),
+			edit("slack:U2", "1700000101.000000", "an edit after the deletion"),
+			edit("slack:U1", "1700000100.000000", "otters eat crabs and fish"),
+			edit("slack:U3", "1700000102.000000", "not U3's message to change"),
+			edit("slack:U2", "1700000001.000000", "old, edited"),
+		)
+		msgs, err := thread.Load(ctx, db, id)
+		require.NoError(t, err)
+		require.Equal(t, []string{"Bob: old, edited", "Ada: otters eat crabs and fish", "Ada: otters are weasels"}, said(msgs))
+
+		evs, err := db.EventList(ctx, &store.EventListParams{SessionID: id, Limit: 100})
+		require.NoError(t, err)
+		ordered := thread.Order(evs)
+		require.Len(t, ordered, 3, "the chat turn's history reads the same conversation, edit events taken out")
+		require.Equal(t, "otters eat fish", evs[0].Payload["text"], "the transcript as recorded is not touched")
+	})
+
 	t.Run("CharacterBound", func(t *testing.T) {
 		t.Parallel()
 		db := open(t)

@@ -38,6 +38,8 @@ const (
 	TypeHoldReminder        = "hold_reminder"
 	TypeRunFinished         = "run_finished"
 	TypeMemoDispatched      = "memo_dispatched"
+	TypeMessageEdited       = "message_edited"
+	TypeMessageDeleted      = "message_deleted"
 )
 
 // Event is one typed transcript event.
@@ -123,6 +125,10 @@ func DecodePayload(typ string, p map[string]any) (Event, error) {
 		ev = &RunFinished{}
 	case TypeMemoDispatched:
 		ev = &MemoDispatched{}
+	case TypeMessageEdited:
+		ev = &MessageEdited{}
+	case TypeMessageDeleted:
+		ev = &MessageDeleted{}
 	default:
 		return Unknown{EventType: typ, Payload: p}, nil
 	}
@@ -162,6 +168,10 @@ func deref(ev Event) Event {
 	case *RunFinished:
 		return *v
 	case *MemoDispatched:
+		return *v
+	case *MessageEdited:
+		return *v
+	case *MessageDeleted:
 		return *v
 	}
 	return ev
@@ -592,6 +602,32 @@ func (m MemoDispatched) payload() map[string]any {
 	setString(p, "body", m.Body)
 	return p
 }
+
+// MessageEdited is a message said earlier (named by its Slack ts) as its
+// speaker has since rewritten it. The transcript is append-only, so the
+// first text stays where it was said; a conversation (engine/thread) reads
+// the latest edit in its place.
+type MessageEdited struct {
+	SlackTS string `json:"ts"`
+	Text    string `json:"text"`
+	Raw     string `json:"raw,omitempty"` // Slack's own text
+}
+
+func (MessageEdited) Type() string { return TypeMessageEdited }
+func (m MessageEdited) payload() map[string]any {
+	p := map[string]any{"ts": m.SlackTS, "text": m.Text}
+	setString(p, "raw", m.Raw)
+	return p
+}
+
+// MessageDeleted is a message said earlier (named by its Slack ts) that
+// its speaker deleted: a conversation leaves it out from then on.
+type MessageDeleted struct {
+	SlackTS string `json:"ts"`
+}
+
+func (MessageDeleted) Type() string              { return TypeMessageDeleted }
+func (m MessageDeleted) payload() map[string]any { return map[string]any{"ts": m.SlackTS} }
 
 // RunOf answers the run an event is about, or "" for an event about none.
 func RunOf(ev Event) string {

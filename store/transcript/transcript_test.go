@@ -49,6 +49,9 @@ func TestRoundTrip(t *testing.T) {
 		{CompactSummary{Text: "s"}, `{"text":"s","eventCount":0}`},
 		{ToolResult{ToolID: "search", Operation: "call", ToolInput: map[string]any{"q": "x"}, Result: map[string]any{"n": 1.0}, CallID: "c1"},
 			`{"tool_id":"search","operation":"call","tool_input":{"q":"x"},"result":{"n":1},"call_id":"c1"}`},
+		{MessageEdited{SlackTS: "1.2", Text: "now [this](https://x.test)", Raw: "now <https://x.test|this>"},
+			`{"ts":"1.2","text":"now [this](https://x.test)","raw":"now <https://x.test|this>"}`},
+		{MessageDeleted{SlackTS: "1.2"}, `{"ts":"1.2"}`},
 		{RunStarted{RunID: "run_1", ItemID: "itm_1", Command: "/brief"}, `{"runId":"run_1","itemId":"itm_1","command":"/brief"}`},
 		{RunStarted{RunID: "run_1", ItemID: "itm_1", Command: "/brief", DedupeKey: "slack:Ev1"},
 			`{"runId":"run_1","itemId":"itm_1","command":"/brief","dedupeKey":"slack:Ev1"}`},
@@ -116,7 +119,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	for _, typ := range []string{TypeUserMessage, TypeAssistantMessage, TypeContext, TypeCommand, TypeActionPlan, TypeToolResult, TypePolicySet,
 		TypeCompactSummary, TypeRunStarted, TypeRunStep, TypeHoldOpened, TypeHoldApprovedPartial, TypeHoldDecided,
-		TypeHoldReminder, TypeRunFinished, TypeMemoDispatched} {
+		TypeHoldReminder, TypeRunFinished, TypeMemoDispatched, TypeMessageEdited, TypeMessageDeleted} {
 		if !seen[typ] {
 			t.Errorf("no case for %s", typ)
 		}
