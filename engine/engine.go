@@ -182,6 +182,8 @@ type Engine struct {
 	holder  string
 	lead    leadership
 	started atomic.Bool
+	// leasesPruned is when pruneRunnerLeases last ran (unix ns, by Now).
+	leasesPruned atomic.Int64
 }
 
 // New returns an engine; call Start to run the pool and scheduler.
@@ -705,6 +707,9 @@ func (e *Engine) leaderPass(ctx context.Context, res *PassResult) ([]*store.Run,
 		return recovered, err
 	}
 	if _, err := e.remindHolds(ctx); err != nil {
+		return recovered, err
+	}
+	if err := e.pruneRunnerLeases(ctx); err != nil {
 		return recovered, err
 	}
 	return recovered, nil

@@ -931,6 +931,33 @@ func TestRecoveryOfAGoneRunner(t *testing.T) {
 	}
 }
 
+// TestGoneRunnersLeasesArePruned: a leader pass drops the runner leases
+// that lapsed more than StuckRun ago (one row per process start would
+// pile up otherwise); by then the StuckRun rule covers any run such a
+// runner left, so nothing is recovered later for the lease being gone.
+// Leases that lapsed lately, live ones and the leader's stay.
+func TestGoneRunnersLeasesArePruned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, setupOpts{noStart: true, cfg: Config{StuckRun: time.Hour, PassInterval: time.Minute}})
+	start := b.clock.Now()
+	for name, ttl := range map[string]time.Duration{"old": time.Second, "recent": 45 * time.Minute, "alive": 3 * time.Hour} {
+		_, err := b.db.LeaseAcquire(ctx, runnerLeaseName(name), name, start, ttl)
+		require.NoError(t, err)
+	}
+	b.clock.Advance(90 * time.Minute)
+	_, err := b.eng.RunPass(ctx)
+	require.NoError(t, err)
+	for name, kept := range map[string]bool{"old": false, "recent": true, "alive": true} {
+		_, err := b.db.LeaseGet(ctx, runnerLeaseName(name))
+		if kept {
+			require.NoError(t, err, name)
+		} else {
+			require.ErrorIs(t, err, store.ErrNotFound, name)
+		}
+	}
+}
+
 func TestCancelInFlightModelCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

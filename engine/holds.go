@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -349,11 +348,13 @@ func (e *Engine) decision(h *store.Hold, a attempt) (*store.HoldDecideParams, st
 		Audit: store.HoldDecision{HoldID: h.ID, RunID: h.RunID, Decision: a.decision, DecidedBy: a.by, Via: a.via,
 			Comment: a.comment, Output: a.output, Outcome: store.AttemptAccepted}}
 	if h.Status != store.HoldOpen {
+		// Said to the person whose decision came too late, on the hold
+		// they were deciding: who and when, as people read it.
 		when := ""
 		if h.DecidedAt != nil {
-			when = " at " + h.DecidedAt.Format(time.RFC3339)
+			when = h.DecidedAt.UTC().Format(" on 2 Jan 2006 at 15:04 UTC")
 		}
-		return p, fmt.Sprintf("hold %s was already %s by %s via %s%s", h.ID, h.Status, h.DecidedBy, h.DecidedVia, when)
+		return p, fmt.Sprintf("this hold was already %s by %s via %s%s", h.Status, h.DecidedBy, h.DecidedVia, when)
 	}
 	if a.output != nil {
 		p.EditedOutput = a.output

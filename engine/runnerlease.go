@@ -68,3 +68,23 @@ func (e *Engine) runnersGone(ctx context.Context, ids []string, now time.Time) (
 	}
 	return gone, nil
 }
+
+// pruneRunnerLeases drops, on the leader, the runner leases that lapsed
+// more than StuckRun ago: every process start adds one. Any run such a
+// runner left is the StuckRun rule's by then, so losing its lease loses
+// nothing. It runs at most once a StuckRun.
+func (e *Engine) pruneRunnerLeases(ctx context.Context) error {
+	now := e.cfg.Now()
+	if last := e.leasesPruned.Load(); last != 0 && now.Sub(time.Unix(0, last)) < e.cfg.StuckRun {
+		return nil
+	}
+	n, err := e.store.LeasePrune(ctx, runnerLeaseName(""), now.Add(-e.cfg.StuckRun))
+	if err != nil {
+		return err
+	}
+	e.leasesPruned.Store(now.UnixNano())
+	if n > 0 {
+		e.log.InfoContext(ctx, "pruned the leases of runners gone", slog.Int64("leases", n))
+	}
+	return nil
+}

@@ -34,4 +34,7 @@ type LeaseStore interface {
 	// LeaseGet reads name as it stands (expired or not); a lease never
 	// taken is ErrNotFound.
 	LeaseGet(ctx context.Context, name string) (*Lease, error)
+	// LeasePrune deletes the leases whose names start with prefix and that
+	// expired before before, answering how many it deleted.
+	LeasePrune(ctx context.Context, prefix string, before time.Time) (int64, error)
 }

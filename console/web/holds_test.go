@@ -103,7 +103,8 @@ func TestHoldDecisions(t *testing.T) {
 
 		status, page, _ = steward.postFollow("/holds/"+hold.ID+"/decision", url.Values{"decision": {"reject"}})
 		require.Equal(t, http.StatusOK, status)
-		require.Contains(t, page, "Your rejection was not recorded: hold "+hold.ID+" was already approved by steward", "the conflict names who decided")
+		require.Regexp(t, `Your rejection was not recorded: this hold was already approved by steward via console on \d{1,2} [A-Z][a-z]{2} \d{4} at \d\d:\d\d UTC`,
+			page, "the conflict names who decided and when, as people read it")
 	})
 
 	t.Run("ApproveEditedOutput", func(t *testing.T) {

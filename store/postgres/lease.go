@@ -63,3 +63,12 @@ func (db *DB) LeaseGet(ctx context.Context, name string) (*store.Lease, error) {
 	l.AcquiredAt, l.ExpiresAt = l.AcquiredAt.UTC(), l.ExpiresAt.UTC()
 	return l, nil
 }
+
+// LeasePrune deletes name-prefixed leases that expired before before.
+func (db *DB) LeasePrune(ctx context.Context, prefix string, before time.Time) (int64, error) {
+	tag, err := db.pool.Exec(ctx, `DELETE FROM leases WHERE left(name, length($1)) = $1 AND expires_at < $2`, prefix, utc(before))
+	if err != nil {
+		return 0, fmt.Errorf("lease prune %q: %w", prefix, interpretError(err))
+	}
+	return tag.RowsAffected(), nil
+}

@@ -76,3 +76,21 @@ func (db *DB) LeaseGet(ctx context.Context, name string) (*store.Lease, error) {
 	l.AcquiredAt, l.ExpiresAt = parseTime(acquired), parseTime(expires)
 	return l, nil
 }
+
+// LeasePrune deletes name-prefixed leases that expired before before.
+func (db *DB) LeasePrune(ctx context.Context, prefix string, before time.Time) (int64, error) {
+	var n int64
+	err := db.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE substr(name, 1, length(?1)) = ?1 AND expires_at < ?2`,
+			prefix, formatTime(before))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("lease prune %q: %w", prefix, err)
+	}
+	return n, nil
+}

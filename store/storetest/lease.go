@@ -109,6 +109,39 @@ func runLease(t *testing.T, newStore func(t *testing.T) store.Store) {
 		}
 	})
 
+	// Pruning deletes the lapsed leases of one kind only, and only those
+	// that expired before the cut.
+	t.Run("LeasePrune", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		for _, l := range []struct {
+			name string
+			at   time.Time
+		}{
+			{"runner:gone", t0},
+			{"runner:lapsed-lately", t0.Add(time.Hour)},
+			{"runner:alive", t0.Add(2 * time.Hour)},
+			{"leader", t0},
+			{"runner", t0},
+		} {
+			held, err := s.LeaseAcquire(ctx, l.name, "h", l.at, ttl)
+			require.NoError(t, err)
+			require.True(t, held)
+		}
+		n, err := s.LeasePrune(ctx, "runner:", t0.Add(time.Hour))
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
+		_, err = s.LeaseGet(ctx, "runner:gone")
+		require.ErrorIs(t, err, store.ErrNotFound)
+		for _, kept := range []string{"runner:lapsed-lately", "runner:alive", "leader", "runner"} {
+			_, err := s.LeaseGet(ctx, kept)
+			require.NoError(t, err, kept)
+		}
+		n, err = s.LeasePrune(ctx, "runner:", t0.Add(time.Hour))
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing left to prune")
+	})
+
 	// A release wakes the other processes sharing the store, so a follower
 	// takes over at once on a clean shutdown.
 	t.Run("LeaseReleaseNotifies", func(t *testing.T) {
