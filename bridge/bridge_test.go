@@ -115,7 +115,7 @@ func TestMentionStartsThreadSessionAndReplies(t *testing.T) {
 	require.Len(t, tb.posts("C1", ts), 1, "no reply to a message without a mention")
 }
 
-func TestIgnoresBotsAndEdits(t *testing.T) {
+func TestIgnoresBotsAndEmptyEdits(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, standIns())
 	ts := tb.ts()
@@ -138,7 +138,7 @@ func TestIgnoresBotsAndEdits(t *testing.T) {
 	tb.inboxDrained(t)
 	got, err := tb.store.SessionGetByID(tb.ctx, ses.ID)
 	require.NoError(t, err)
-	require.Equal(t, ses.EventCount, got.EventCount, "bots and edits add nothing")
+	require.Equal(t, ses.EventCount, got.EventCount, "bots, and a message_changed that carries no message, add nothing")
 	require.Len(t, tb.posts("C1", ts), 1)
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/holdfast-bot/holdfast/bridge/mrkdwn"
 	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
@@ -102,7 +103,7 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 		if err != nil {
 			return say(fmt.Sprintf(":warning: `%s` failed: %s", cmd.Name, escNames(store.ReasonOf(err))))
 		}
-		return say(commandReply(res))
+		return say(b.commandReply(ctx, res))
 	case cmd.Name == "policy":
 		p := strings.ToLower(cmd.Arg)
 		if p != "manual" && p != "auto" && p != "yolo" {
@@ -394,7 +395,7 @@ func slackCaller(user string) engine.Decider {
 }
 
 // commandReply phrases a core command's result for a thread.
-func commandReply(res *sessions.CommandResult) string {
+func (b *Bridge) commandReply(ctx context.Context, res *sessions.CommandResult) string {
 	switch res.Command {
 	case sessions.CmdTerminate:
 		return ":octagonal_sign: " + sessions.CommandAnswer(res)
@@ -408,11 +409,16 @@ func commandReply(res *sessions.CommandResult) string {
 		}
 		return ":compression: Compacted."
 	}
-	return statusLine(res.Session)
+	return b.statusLine(ctx, res.Session)
 }
 
-// statusLine is /status for a thread.
-func statusLine(s *store.Session) string {
+// statusRuns bounds the unfinished runs /status names.
+const statusRuns = 5
+
+// statusLine is /status for a thread: the session's chat, and the runs it
+// started that have not finished, named and linked (a person asking for
+// status means the work as much as the chat, which reads idle meanwhile).
+func (b *Bridge) statusLine(ctx context.Context, s *store.Session) string {
 	if s == nil {
 		return "No session."
 	}
@@ -422,10 +428,26 @@ func statusLine(s *store.Session) string {
 	}
 	line += fmt.Sprintf(" · *policy* `%s` · %s", esc(s.Policy), engine.Count(int(s.EventCount), "event", "events"))
 	if s.ActiveRunID != "" {
-		line += fmt.Sprintf(" · active `%s`", esc(s.ActiveRunID))
+		line += " · answering a message"
 	}
-	if s.OpenHolds > 0 {
+	var runs []string
+	for _, st := range []struct{ status, doing string }{{store.RunRunning, "is running"}, {store.RunSuspended, "waits for a steward"}} {
+		rs, err := b.store.RunList(ctx, &store.RunListParams{SessionID: s.ID, Status: st.status, Limit: statusRuns})
+		if err != nil {
+			b.log.WarnContext(ctx, "slack: status: listing the session's runs", slog.String("session_id", s.ID), slog.Any("error", err))
+			break
+		}
+		for _, r := range rs {
+			runs = append(runs, fmt.Sprintf("<%s/runs/%s|%s> (`%s`) %s", b.cfg.BaseURL, r.ID,
+				mrkdwn.Label([]byte(engine.RunTitle(r)), 80), esc(r.Command), st.doing))
+		}
+	}
+	if len(runs) == 0 && s.OpenHolds > 0 {
 		line += " · " + engine.Count(int(s.OpenHolds), "hold", "holds") + " waiting for a steward"
 	}
-	return line + fmt.Sprintf(" · session `%s`", esc(s.ID))
+	line += fmt.Sprintf(" · <%s/sessions/%s|this session in the console>", b.cfg.BaseURL, s.ID)
+	if len(runs) > 0 {
+		line += "\n• " + strings.Join(runs, "\n• ")
+	}
+	return line
 }

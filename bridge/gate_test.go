@@ -180,5 +180,12 @@ func TestSlackStatusSaysWhatWaits(t *testing.T) {
 	tb.holdCard(t, "CW", root)
 	tb.event(t, "EvSW2", mention("CW", "U1", tb.ts(), root, "status"))
 	st := tb.waitPost(t, "CW", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "*Status:*") })
-	require.Contains(t, st.Form["text"], "1 hold waiting for a steward")
+	ses := tb.threadSession(t, "CW", root)
+	runs, err := tb.store.RunList(tb.ctx, &store.RunListParams{SessionID: ses.ID})
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	// The run, named and linked, says what it waits for; the session links
+	// its console page.
+	require.Contains(t, st.Form["text"], "<http://holdfast.test/runs/"+runs[0].ID+"|Kelp> (`/draft-memo`) waits for a steward")
+	require.Contains(t, st.Form["text"], "<http://holdfast.test/sessions/"+ses.ID+"|this session in the console>")
 }
