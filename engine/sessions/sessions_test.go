@@ -449,7 +449,9 @@ func TestMessageAfterTurnFinishedIsAccepted(t *testing.T) {
 func TestRecoverSettlesTurnsLostInARestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t, setupOpts{turnStale: 20 * time.Millisecond})
+	// Stale after a second: the first Recover comes well before that even
+	// on a loaded machine (at 20 ms, a loaded CI run once came after).
+	b := setup(t, setupOpts{turnStale: time.Second})
 	ses, err := b.svc.Create(ctx, sessions.CreateParams{Source: sessions.Source{UserID: "u"}})
 	require.NoError(t, err)
 	turn, running := "turn_lost", store.SessionRunning
