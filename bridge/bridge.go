@@ -106,6 +106,8 @@ type Config struct {
 	// (shutdown) leaves its claim to lapse rather than give it back, so a
 	// post still on the wire is in Slack before another replica looks for it.
 	ClaimLease time.Duration
+	// CallTimeout bounds one Slack write (default 30s).
+	CallTimeout time.Duration
 	// Tracer records each delivery's handling and each Slack write as
 	// spans (SPEC §10); nil records nothing.
 	Tracer trace.TracerProvider
@@ -151,6 +153,9 @@ func (c *Config) defaults() {
 	}
 	if c.ClaimLease <= 0 {
 		c.ClaimLease = 15 * time.Second
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = 30 * time.Second
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 }

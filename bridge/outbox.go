@@ -145,19 +145,26 @@ func (b *Bridge) attempt(ctx, rec context.Context, m *store.SlackOutboxMsg, log 
 		ts  string
 		err error
 	)
+	// One write is given CallTimeout: a call Slack never answers (a
+	// half-open connection, a stuck proxy) would otherwise hold its
+	// thread's queue, and keep its claim renewed, until a restart. It
+	// fails as any unanswered call does; a post is looked for in Slack
+	// before it is tried again.
+	cctx, cancelCall := context.WithTimeout(ctx, b.cfg.CallTimeout)
+	defer cancelCall()
 	switch m.Method {
 	case store.SlackPost:
 		if m.ThreadTS != "" {
 			opts = append(opts, slack.MsgOptionTS(m.ThreadTS))
 		}
-		ts, err = b.post(ctx, m, opts, log)
+		ts, err = b.post(cctx, m, opts, log)
 	case store.SlackEphemeral:
 		if m.ThreadTS != "" {
 			opts = append(opts, slack.MsgOptionTS(m.ThreadTS))
 		}
-		ts, err = b.api.PostEphemeralContext(ctx, m.Channel, m.User, opts...)
+		ts, err = b.api.PostEphemeralContext(cctx, m.Channel, m.User, opts...)
 	case store.SlackUpdate:
-		ref, rerr := b.store.SlackOutboxGetByKey(ctx, m.RefKey)
+		ref, rerr := b.store.SlackOutboxGetByKey(cctx, m.RefKey)
 		switch {
 		case rerr != nil:
 			return fail("message to update is unknown: " + rerr.Error())
@@ -167,11 +174,11 @@ func (b *Bridge) attempt(ctx, rec context.Context, m *store.SlackOutboxMsg, log 
 			// Posted from another queue and not sent yet: wait for it.
 			return b.store.SlackOutboxRetry(rec, m.ID, m.Claim, time.Now().Add(b.cfg.BackoffBase), "waiting for "+m.RefKey+" to be posted")
 		}
-		_, ts, _, err = b.api.UpdateMessageContext(ctx, m.Channel, ref.SentTS, opts...)
+		_, ts, _, err = b.api.UpdateMessageContext(cctx, m.Channel, ref.SentTS, opts...)
 	case store.SlackPublish:
-		err = b.publishHome(ctx, m)
+		err = b.publishHome(cctx, m)
 	case store.SlackRespond:
-		err = slack.PostWebhookCustomHTTPContext(ctx, m.ResponseURL, responseClient,
+		err = slack.PostWebhookCustomHTTPContext(cctx, m.ResponseURL, responseClient,
 			&slack.WebhookMessage{ResponseType: "ephemeral", Text: m.Text})
 	default:
 		return fail("unknown method " + m.Method)

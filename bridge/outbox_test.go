@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-bot/holdfast/bridge"
 	"github.com/holdfast-bot/holdfast/store"
 )
 
@@ -46,4 +47,36 @@ func TestAHangingChannelHoldsUpOnlyItsThread(t *testing.T) {
 	tb.idle(t)
 	require.Len(t, tb.slack.Messages("CSLOW"), 1)
 	require.Len(t, tb.slack.Messages("CFAST"), 1)
+}
+
+// TestAnUnansweredPostIsGivenUpAndTriedAgain: a post Slack never answers
+// (a half-open connection) fails after CallTimeout and is retried, looked
+// for in Slack first, so the thread's queue moves on. The call used to have
+// no deadline: the post waited, its claim renewed, until a restart.
+func TestAnUnansweredPostIsGivenUpAndTriedAgain(t *testing.T) {
+	t.Parallel()
+	o := standIns()
+	o.cfg = func(c *bridge.Config) { c.CallTimeout = 300 * time.Millisecond }
+	tb := setup(t, o)
+	arrived, release := tb.slack.Stall("chat.postMessage", "CHUNG")
+	defer release()
+	_, err := tb.store.SlackOutboxAdd(tb.ctx, []*store.SlackOutboxAddParams{{DedupeKey: "hung", Queue: "CHUNG:",
+		Method: store.SlackPost, Channel: "CHUNG", Text: "still there?"}})
+	require.NoError(t, err)
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the post never reached Slack")
+	}
+	tb.eventually(t, func() bool {
+		m, err := tb.store.SlackOutboxGetByKey(tb.ctx, "hung")
+		return err == nil && m.Attempts >= 1 && m.Status == store.SlackOutboxPending
+	}, 10*time.Second, "the unanswered post is given up and kept for a retry")
+	release()
+	tb.eventually(t, func() bool {
+		m, err := tb.store.SlackOutboxGetByKey(tb.ctx, "hung")
+		return err == nil && m.Status == store.SlackOutboxSentSt
+	}, 15*time.Second, "and sent once Slack answers again")
+	tb.idle(t)
+	require.Len(t, tb.slack.Messages("CHUNG"), 1)
 }

@@ -219,7 +219,9 @@ func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engi
 	if c.SlackBotToken == "" {
 		return nil, nil, func() {}, nil
 	}
-	var opts []slack.Option
+	// A backstop for every Web API call (the outbox bounds its writes
+	// tighter): an answer that never comes must not hold a caller forever.
+	opts := []slack.Option{slack.OptionHTTPClient(&http.Client{Timeout: time.Minute})}
 	if c.SlackAPIURL != "" {
 		opts = append(opts, slack.OptionAPIURL(strings.TrimRight(c.SlackAPIURL, "/")+"/"))
 	}
