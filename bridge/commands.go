@@ -19,7 +19,7 @@ import (
 const helpText = "*Holdfast* — mention me in a thread:\n" +
 	"• `help` — this list\n" +
 	"• `workflows` — live workflows and what they do\n" +
-	"• `<command> <brief>` or `run <command> <brief>` — queue a workflow, e.g. `draft-memo A memo about otters`\n" +
+	"• `&lt;command&gt; &lt;brief&gt;` or `run &lt;command&gt; &lt;brief&gt;` — queue a workflow, e.g. `draft-memo A memo about otters`\n" +
 	"• `status` · `terminate` · `compact` — this thread's session\n" +
 	"• `policy manual|auto|yolo` — how much of this thread's output is held for review\n" +
 	"• `approve [short id] [comment]` · `reject [short id] [reason]` — decide this thread's open hold (stewards; with several, `approve` alone lists their short ids)\n" +
@@ -125,7 +125,7 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 			name, brief = name[:i], strings.TrimSpace(name[i:])
 		}
 		if name == "" {
-			return say("Usage: `run <command> <brief>` — see `workflows`.")
+			return say("Usage: `run &lt;command&gt; &lt;brief&gt;` — see `workflows`.")
 		}
 		return b.enqueue(ctx, it, m, root, ses.ID, strings.ToLower(strings.TrimPrefix(name, "/")), brief, log)
 	}
@@ -147,7 +147,7 @@ func (b *Bridge) workflowList(ctx context.Context) string {
 	if sb.Len() == 0 {
 		return "No live workflows."
 	}
-	return "*Live workflows* (mention me with `<command> <brief>`):\n" + sb.String()
+	return "*Live workflows* (mention me with `&lt;command&gt; &lt;brief&gt;`):\n" + sb.String()
 }
 
 // enqueue queues a workflow item for the thread. The dedupe key is the

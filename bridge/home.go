@@ -132,7 +132,7 @@ func (b *Bridge) homeView(ctx context.Context, user string) (*slack.HomeTabViewR
 		return nil, err
 	}
 	if len(runs) == 0 {
-		blocks = append(blocks, mrkdwnContext("None yet: mention me in a thread with a workflow, or use `/holdfast run <command> <brief>`."))
+		blocks = append(blocks, mrkdwnContext("None yet: mention me in a thread with a workflow, or use `/holdfast run &lt;command&gt; &lt;brief&gt;`."))
 	} else {
 		var sb strings.Builder
 		for _, r := range runs {

@@ -22,11 +22,11 @@ import (
 // The /holdfast slash command and the run_workflow message shortcut
 // (SPEC §5).
 
-const slashHelp = "*Holdfast* — `/holdfast <subcommand>`:\n" +
+const slashHelp = "*Holdfast* — `/holdfast &lt;subcommand&gt;`:\n" +
 	"• `help` — this list\n" +
 	"• `workflows` — live workflows and what they do\n" +
 	"• `holds` — open holds waiting for a steward (yours; a steward sees all), with links\n" +
-	"• `run <command> <brief>` — post a message here whose thread runs the workflow, e.g. `/holdfast run draft-memo A memo about otters`\n" +
+	"• `run &lt;command&gt; &lt;brief&gt;` — post a message here whose thread runs the workflow, e.g. `/holdfast run draft-memo A memo about otters`\n" +
 	"In a thread, mention me instead (`@holdfast help`); on any message, *Run a workflow* in its shortcuts menu runs one in that message's thread."
 
 // slashHolds bounds the holds `/holdfast holds` lists.
@@ -55,15 +55,15 @@ func (b *Bridge) slashCommand(ctx context.Context, form url.Values) (*slashRespo
 	}
 	switch strings.ToLower(sub) {
 	case "workflows":
-		return ephemeralResponse(strings.Replace(b.workflowList(ctx), "(mention me with `<command> <brief>`)",
-			"(`/holdfast run <command> <brief>`)", 1)), nil
+		return ephemeralResponse(strings.Replace(b.workflowList(ctx), "(mention me with `&lt;command&gt; &lt;brief&gt;`)",
+			"(`/holdfast run &lt;command&gt; &lt;brief&gt;`)", 1)), nil
 	case "holds":
 		return ephemeralResponse(b.holdsList(ctx, form.Get("user_id"))), nil
 	case "run":
 		name, _, _ := strings.Cut(arg, " ")
 		name = strings.ToLower(strings.TrimPrefix(strings.TrimSpace(name), "/"))
 		if name == "" {
-			return ephemeralResponse("Usage: `/holdfast run <command> <brief>` — see `/holdfast workflows`."), nil
+			return ephemeralResponse("Usage: `/holdfast run &lt;command&gt; &lt;brief&gt;` — see `/holdfast workflows`."), nil
 		}
 		wf, err := b.store.WorkflowGetByCommand(ctx, "/"+name)
 		switch {

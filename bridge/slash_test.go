@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -35,10 +36,10 @@ func TestSlashCommand(t *testing.T) {
 		name, text string
 		want       []string
 	}{
-		{"Help", "help", []string{"`run <command> <brief>`", "`holds`"}},
-		{"Empty", "", []string{"/holdfast <subcommand>"}},
-		{"Unknown", "frobnicate now", []string{"/holdfast <subcommand>"}},
-		{"Workflows", "workflows", []string{"`draft-memo` — Drafts one memo", "/holdfast run <command> <brief>"}},
+		{"Help", "help", []string{"`run &lt;command&gt; &lt;brief&gt;`", "`holds`"}},
+		{"Empty", "", []string{"/holdfast &lt;subcommand&gt;"}},
+		{"Unknown", "frobnicate now", []string{"/holdfast &lt;subcommand&gt;"}},
+		{"Workflows", "workflows", []string{"`draft-memo` — Drafts one memo", "/holdfast run &lt;command&gt; &lt;brief&gt;"}},
 		{"NoHolds", "holds", []string{"None of your runs waits for a steward"}},
 		{"RunUnknown", "run nope brief", []string{"There is no workflow `nope`"}},
 		{"RunNothing", "run", []string{"Usage: `/holdfast run"}},
@@ -52,6 +53,7 @@ func TestSlashCommand(t *testing.T) {
 			for _, w := range tc.want {
 				require.Contains(t, resp["text"], w)
 			}
+			requireSlackEscaped(t, resp["text"])
 		})
 	}
 	tb.quiet(t)
@@ -204,4 +206,22 @@ func TestRunWorkflowShortcut(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, queued)
+}
+
+// slackToken is what may follow a '<' in text sent to Slack: a mention, a
+// channel, a special mention or a link. Any other '<' must be sent as
+// &lt;, or Slack reads what follows as a link ("`<command>`" shows as a
+// link named "command").
+var slackToken = regexp.MustCompile(`^<(?:[@#!]|https?:|mailto:)`)
+
+func requireSlackEscaped(t *testing.T, text string) {
+	t.Helper()
+	for rest := text; ; {
+		i := strings.IndexByte(rest, '<')
+		if i < 0 {
+			return
+		}
+		require.Regexp(t, slackToken, rest[i:], "an unescaped '<' in %q", text)
+		rest = rest[i+1:]
+	}
 }

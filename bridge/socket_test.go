@@ -114,5 +114,5 @@ func TestSocketModeModalsAndCommands(t *testing.T) {
 	var answer map[string]string
 	require.NoError(t, json.Unmarshal(tb.slack.AckPayload("env-4"), &answer))
 	require.Equal(t, "ephemeral", answer["response_type"])
-	require.Contains(t, answer["text"], "/holdfast <subcommand>")
+	require.Contains(t, answer["text"], "/holdfast &lt;subcommand&gt;")
 }
