@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -58,6 +59,23 @@ func CheckText(field, s string, maxChars int) error {
 	}
 	if maxChars > 0 && len(s) > maxChars && utf8.RuneCountInString(s) > maxChars {
 		return Refuse(ErrInvalid, "%s is longer than %d characters", field, maxChars)
+	}
+	return nil
+}
+
+// CheckFields checks every name and value of a form or query string
+// (url.Values) as text; what says which ("query parameter"). A query
+// decoding to invalid UTF-8 is refused, not searched for as nothing.
+func CheckFields(what string, vs map[string][]string) error {
+	for k, vals := range vs {
+		if err := CheckText(what+" name", k, 0); err != nil {
+			return err
+		}
+		for _, v := range vals {
+			if err := CheckText(what+" "+strconv.Quote(k), v, 0); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

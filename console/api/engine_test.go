@@ -204,6 +204,12 @@ func TestRunsAndHoldsRoutes(t *testing.T) {
 	require.Empty(t, runs.Runs)
 	var e errAnswer
 	require.Equal(t, http.StatusBadRequest, b.json(t, store.RoleViewer, http.MethodGet, "/api/runs?status=bogus", nil, &e))
+	// A search that cannot be text (SPEC §7) is refused on every listing,
+	// never answered with the unfiltered list or with nothing.
+	for _, path := range []string{"/api/runs?q=%ff", "/api/memos?q=%ff%fe", "/api/sessions?q=a%00b"} {
+		require.Equal(t, http.StatusBadRequest, b.json(t, store.RoleViewer, http.MethodGet, path, nil, &e), path)
+		require.Contains(t, e.Error.Message, "query parameter", path)
+	}
 	require.Equal(t, http.StatusNotFound, b.json(t, store.RoleViewer, http.MethodGet, "/api/runs/run_nope", nil, &e))
 
 	var holds struct{ Holds []holdAnswer }

@@ -172,8 +172,13 @@ func limitBody(next http.Handler) http.Handler {
 // here, for every route.
 func checkQuery(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
 			WriteError(w, http.StatusBadRequest, "malformed query string: "+err.Error())
+			return
+		}
+		if err := store.CheckFields("query parameter", q); err != nil {
+			WriteError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -85,12 +84,17 @@ const maxForm = store.MaxRequestBytes
 // every handler (SPEC §7): a query string that does not parse is 400 (a
 // malformed cursor is never a silent first page); a body past maxForm is
 // 413 before anything else looks at it, CSRF included; a form that does not
-// parse, or any field (name or value) that is not UTF-8 or holds NUL, is
-// 400. Handlers then read r.PostForm, already parsed.
+// parse, or any field or query parameter (name or value) that is not
+// UTF-8 or holds NUL, is 400. Handlers then read r.PostForm, already parsed.
 func (c *Console) readInput(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
 			c.errorPage(w, r, http.StatusBadRequest, "Bad request", "The address's query string is malformed: "+err.Error())
+			return
+		}
+		if err := store.CheckFields("query parameter", q); err != nil {
+			c.errorPage(w, r, http.StatusBadRequest, "Bad request", err.Error())
 			return
 		}
 		if safeMethod(r.Method) {
@@ -118,17 +122,9 @@ func (c *Console) readInput(next http.Handler) http.Handler {
 			c.errorPage(w, r, http.StatusBadRequest, "Bad request", "The form could not be read.")
 			return
 		}
-		for k, vs := range r.PostForm {
-			if err := store.CheckText("form field name", k, 0); err != nil {
-				c.errorPage(w, r, http.StatusBadRequest, "Bad request", err.Error())
-				return
-			}
-			for _, v := range vs {
-				if err := store.CheckText("form field "+strconv.Quote(k), v, 0); err != nil {
-					c.errorPage(w, r, http.StatusBadRequest, "Bad request", err.Error())
-					return
-				}
-			}
+		if err := store.CheckFields("form field", r.PostForm); err != nil {
+			c.errorPage(w, r, http.StatusBadRequest, "Bad request", err.Error())
+			return
 		}
 		next.ServeHTTP(w, r)
 	})

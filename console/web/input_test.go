@@ -62,8 +62,11 @@ func TestFormInput(t *testing.T) {
 	require.Equal(t, http.StatusRequestEntityTooLarge, status, "the sign-in form too, before its CSRF check")
 	status, _ = c.get("/sessions?cursor=%%")
 	require.Equal(t, http.StatusBadRequest, status, "a malformed query is never a silent first page")
-	status, _ = c.get("/memos?q=%00")
-	require.Equal(t, http.StatusOK, status, "any search text is valid")
+	for _, q := range []string{"/memos?q=%ff%fe", "/memos?q=a%00b", "/sessions?q=%ff"} {
+		status, body := c.get(q)
+		require.Equal(t, http.StatusBadRequest, status, "%s: a search that cannot be text is refused, never the unfiltered list", q)
+		require.Contains(t, body, "query parameter")
+	}
 }
 
 // TestUnlistedMemosAreListedForStewardsOnly (SPEC §7).
