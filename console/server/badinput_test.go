@@ -179,16 +179,16 @@ func TestBadInput(t *testing.T) {
 	internal := map[string]string{"x-internal-key": internalKey}
 
 	cases := []badCase{
-		// Search text: any text is valid, never a 500.
-		{name: "MemoSearchNUL", r: request{method: "GET", path: "/api/memos?q=%00", as: "viewer"}, want: 200},
-		{name: "MemoSearchInvalidUTF8", r: request{method: "GET", path: "/api/memos?q=%FF%FE", as: "viewer"}, want: 200},
+		// Search text that is not UTF-8 or holds NUL is 400 (SPEC §7), never a 500.
+		{name: "MemoSearchNUL", r: request{method: "GET", path: "/api/memos?q=%00", as: "viewer"}, want: 400},
+		{name: "MemoSearchInvalidUTF8", r: request{method: "GET", path: "/api/memos?q=%FF%FE", as: "viewer"}, want: 400},
 		{name: "MemoSearchRepeatedTerms", r: request{method: "GET", path: "/api/memos?q=" + strings.Repeat("a+", 15000), as: "viewer"}, want: 200},
 		{name: "MemoSearchFTSOperators", r: request{method: "GET", path: "/api/memos?q=" + url.QueryEscape(`NEAR(a b) AND c* ^d "e OR -f {title}:g`), as: "viewer"}, want: 200},
 		{name: "MemoSearchLoneQuote", r: request{method: "GET", path: "/api/memos?q=%22", as: "viewer"}, want: 200},
 		{name: "MemoSearchLongTerm", r: request{method: "GET", path: "/api/memos?q=" + long(50000), as: "viewer"}, want: 200},
-		{name: "SessionFilterNUL", r: request{method: "GET", path: "/api/sessions?q=%00", as: "viewer"}, want: 200},
+		{name: "SessionFilterNUL", r: request{method: "GET", path: "/api/sessions?q=%00", as: "viewer"}, want: 400},
 		{name: "SessionFilterQuote", r: request{method: "GET", path: "/api/sessions?q=%22%22%22", as: "viewer"}, want: 200},
-		{name: "ConsoleMemoSearchNUL", r: request{method: "GET", path: "/memos?q=%00", as: "cookie"}, want: 200},
+		{name: "ConsoleMemoSearchNUL", r: request{method: "GET", path: "/memos?q=%00", as: "cookie"}, want: 400},
 
 		// The search grammar: filters with good values are searched, a bad
 		// one is a 400 naming it (SPEC §4.1), never a 500.
@@ -208,7 +208,7 @@ func TestBadInput(t *testing.T) {
 		{name: "ConsoleMemoSearchFilters", r: request{method: "GET", path: "/memos?type=any&q=" + url.QueryEscape("tag:brief since:7d"), as: "cookie"}, want: 200},
 		{name: "ConsoleMemoSearchBadFilter", r: request{method: "GET", path: "/memos?q=since:lately", as: "cookie"}, want: 400},
 		{name: "ConsoleMemoSearchBadType", r: request{method: "GET", path: "/memos?type=recipe", as: "cookie"}, want: 400},
-		{name: "ConsoleSessionFilterNUL", r: request{method: "GET", path: "/sessions?q=%00", as: "cookie"}, want: 200},
+		{name: "ConsoleSessionFilterNUL", r: request{method: "GET", path: "/sessions?q=%00", as: "cookie"}, want: 400},
 		{name: "ConsoleSessionOriginUnknown", r: request{method: "GET", path: "/sessions?origin=user,robot", as: "cookie"}, want: 400},
 		{name: "ConsoleSessionOriginsNone", r: request{method: "GET", path: "/sessions?origin=", as: "cookie"}, want: 200},
 		{name: "ConsoleMemosPageNotANumber", r: request{method: "GET", path: "/memos?page=abc", as: "cookie"}, want: 400},
