@@ -32,6 +32,9 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	if m.ChannelType == "im" && m.ThreadTS == "" {
 		root = dmThread // a DM's top-level messages are one conversation (SPEC §3)
 	}
+	if refused, err := b.refuseText(ctx, it, m.Channel, m.ThreadTS, m.User, "your message", m.Text); refused || err != nil {
+		return err
+	}
 	// Recorded as markdown, with Slack's own text kept beside it (SPEC §5).
 	text := b.markdown(ctx, stripMention(m.Text, b.botUserID.Load().(string)), true)
 	said := b.said(ctx, m, true)

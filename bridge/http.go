@@ -110,20 +110,55 @@ func (b *Bridge) serveInteractions(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if err := b.interaction(r.Context(), in, payload); err != nil {
+	answer, err := b.interaction(r.Context(), in, payload)
+	if err != nil {
 		b.log.ErrorContext(r.Context(), "slack: storing interaction", slog.Any("error", err))
 		httpError(w, http.StatusServiceUnavailable, "could not store the interaction")
 		return
 	}
+	if answer != nil {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(answer)
+		return
+	}
 	w.WriteHeader(http.StatusOK) // an empty 200: a submitted modal closes
+}
+
+// viewAnswer keeps a submitted modal open with a reason under each input
+// Slack should show one for (response_action "errors").
+type viewAnswer struct {
+	ResponseAction string            `json:"response_action"`
+	Errors         map[string]string `json:"errors"`
+}
+
+// badInputs answers the modal's inputs that break the text rule every
+// surface keeps (SPEC §7), by block id, or nil: such a submission is
+// refused before it is stored, and the person can mend it in place.
+func badInputs(v *View) *viewAnswer {
+	var errs map[string]string
+	for block, inputs := range v.State.Values {
+		for _, in := range inputs {
+			if err := store.CheckText("This field", in.Value, 0); err != nil {
+				if errs == nil {
+					errs = map[string]string{}
+				}
+				errs[block] = store.ReasonOf(err) + "."
+			}
+		}
+	}
+	if errs == nil {
+		return nil
+	}
+	return &viewAnswer{ResponseAction: "errors", Errors: errs}
 }
 
 // interaction does what an interaction needs before its acknowledgement,
 // for both transports: a click on "Comment or edit…" or the run_workflow
 // shortcut opens its modal at once (a trigger id lives 3 seconds); clicks
 // on Approve or Reject and submitted modals are stored in the inbox. An
-// error means the delivery could not be stored and must not be acknowledged.
-func (b *Bridge) interaction(ctx context.Context, in *Interaction, payload []byte) error {
+// error means the delivery could not be stored and must not be acknowledged;
+// answer, when not nil, is the acknowledgement's body (a modal's errors).
+func (b *Bridge) interaction(ctx context.Context, in *Interaction, payload []byte) (answer *viewAnswer, err error) {
 	key := interactionKey(payload)
 	keep := false
 	switch in.Type {
@@ -138,15 +173,18 @@ func (b *Bridge) interaction(ctx context.Context, in *Interaction, payload []byt
 		}
 	case "view_submission":
 		keep = in.View.CallbackID == callbackReview || in.View.CallbackID == callbackRunWorkflow
+		if bad := badInputs(&in.View); keep && bad != nil {
+			return bad, nil
+		}
 	case "message_action":
 		if in.CallbackID == callbackRunWorkflow {
 			b.openRunWorkflow(ctx, in, key)
 		}
 	}
 	if !keep {
-		return nil
+		return nil, nil
 	}
-	return b.Accept(ctx, store.SlackKindInteraction, key, interactionThread(in), payload)
+	return nil, b.Accept(ctx, store.SlackKindInteraction, key, interactionThread(in), payload)
 }
 
 // serveCommands is the /holdfast slash command (form-encoded, signed like

@@ -297,6 +297,9 @@ func (b *Bridge) handleMessage(ctx context.Context, it *store.SlackInboxItem, m 
 		if err != nil {
 			return false, err
 		}
+		if refused, err := b.refuseText(ctx, it, m.Channel, m.ThreadTS, m.User, "your message", m.Text); refused || err != nil {
+			return false, err
+		}
 		said := b.said(ctx, m, false)
 		said.Text = b.markdown(ctx, m.Text, true)
 		_, err = b.store.SlackInboxAppendEvent(ctx, it.ID, appendParams(ses.ID, m.User, said))
@@ -341,6 +344,11 @@ func (b *Bridge) handleChange(ctx context.Context, it *store.SlackInboxItem, m *
 	if err != nil {
 		return false, err
 	}
+	if m.Subtype == subtypeChanged {
+		if refused, err := b.refuseText(ctx, it, t.Channel, t.ThreadTS, user, "your edit", t.Text); refused || err != nil {
+			return false, err
+		}
+	}
 	var ev transcript.Event = transcript.MessageDeleted{SlackTS: t.TS}
 	if m.Subtype == subtypeChanged {
 		ev = transcript.MessageEdited{SlackTS: t.TS, Text: b.markdown(ctx, stripMention(t.Text, botUser), true), Raw: t.Text}
@@ -356,6 +364,23 @@ func (b *Bridge) handleChange(ctx context.Context, it *store.SlackInboxItem, m *
 }
 
 func actor(user string) string { return "slack:" + user }
+
+// refuseText holds Slack text to the rule every surface keeps (SPEC §7:
+// UTF-8 without NUL bytes). A message that breaks it is neither recorded
+// nor acted on: the sender is told why, in the thread, and only they see
+// it. refused reports that text broke the rule.
+func (b *Bridge) refuseText(ctx context.Context, it *store.SlackInboxItem, channel, threadTS, user, what, text string) (refused bool, err error) {
+	bad := store.CheckText(what, text, 0)
+	if bad == nil {
+		return false, nil
+	}
+	return true, b.ephemeral(ctx, it, "badtext", channel, threadTS, user, refusedText(bad))
+}
+
+// refusedText is what a sender is told of text the bridge refused.
+func refusedText(err error) string {
+	return ":warning: I did nothing with that: " + store.ReasonOf(err) + ". Send it again without it."
+}
 
 // reply queues a bridge-authored line in the delivery's thread; its dedupe
 // key derives from the delivery, so reprocessing never posts it twice.

@@ -49,6 +49,9 @@ func ephemeralResponse(text string) *slashResponse {
 // enqueues there. nil means an empty acknowledgement.
 func (b *Bridge) slashCommand(ctx context.Context, form url.Values) (*slashResponse, error) {
 	text := strings.TrimSpace(unescape(form.Get("text")))
+	if err := store.CheckText("the command", text, 0); err != nil {
+		return ephemeralResponse(refusedText(err)), nil
+	}
 	sub, arg := text, ""
 	if i := strings.IndexFunc(text, unicode.IsSpace); i >= 0 {
 		sub, arg = text[:i], strings.TrimSpace(text[i:])

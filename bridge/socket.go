@@ -55,20 +55,25 @@ func (b *Bridge) socketEvent(ctx context.Context, client *socketmode.Client, evt
 	case socketmode.EventTypeInteractive:
 		in, err := ParseInteraction(req.Payload)
 		if err != nil {
-			b.ack(ctx, client, req.EnvelopeID)
+			b.ack(ctx, client, req.EnvelopeID, nil)
 			return
 		}
 		// Modals open before the ack; clicks and submissions are stored.
-		if err := b.interaction(ctx, in, req.Payload); err != nil {
+		answer, err := b.interaction(ctx, in, req.Payload)
+		if err != nil {
 			b.log.Error("slack: storing socket mode interaction; leaving it unacknowledged", slog.String("envelope_id", req.EnvelopeID), slog.Any("error", err))
 			return
 		}
-		b.ack(ctx, client, req.EnvelopeID)
+		var body any // not a nil *viewAnswer, which would be sent as null
+		if answer != nil {
+			body = answer
+		}
+		b.ack(ctx, client, req.EnvelopeID, body)
 		return
 	case socketmode.EventTypeSlashCommand:
 		form, err := slashForm(req.Payload)
 		if err != nil {
-			b.ack(ctx, client, req.EnvelopeID)
+			b.ack(ctx, client, req.EnvelopeID, nil)
 			return
 		}
 		resp, err := b.slashCommand(ctx, form)
@@ -80,22 +85,20 @@ func (b *Bridge) socketEvent(ctx context.Context, client *socketmode.Client, evt
 		if resp != nil {
 			body = resp
 		}
-		if err := client.AckCtx(ctx, req.EnvelopeID, body); err != nil {
-			b.log.Warn("slack: socket mode ack failed", slog.String("envelope_id", req.EnvelopeID), slog.Any("error", err))
-		}
+		b.ack(ctx, client, req.EnvelopeID, body)
 		return
 	}
 	env, err := ParseEnvelope(req.Payload)
 	if err != nil || env.Type != "event_callback" {
 		b.log.Warn("slack: socket mode event not stored", slog.String("envelope_id", req.EnvelopeID), slog.Any("error", err))
-		b.ack(ctx, client, req.EnvelopeID) // malformed: redelivery would not help
+		b.ack(ctx, client, req.EnvelopeID, nil) // malformed: redelivery would not help
 		return
 	}
 	if err := b.Accept(ctx, store.SlackKindEvent, eventKey(env), eventThread(env), json.RawMessage(req.Payload)); err != nil {
 		b.log.Error("slack: storing socket mode delivery; leaving it unacknowledged", slog.String("envelope_id", req.EnvelopeID), slog.Any("error", err))
 		return
 	}
-	b.ack(ctx, client, req.EnvelopeID)
+	b.ack(ctx, client, req.EnvelopeID, nil)
 }
 
 // slashForm turns a Socket Mode slash command (JSON of the form's fields)
@@ -117,8 +120,8 @@ func slashForm(payload []byte) (url.Values, error) {
 	return form, nil
 }
 
-func (b *Bridge) ack(ctx context.Context, client *socketmode.Client, envelopeID string) {
-	if err := client.AckCtx(ctx, envelopeID, nil); err != nil {
+func (b *Bridge) ack(ctx context.Context, client *socketmode.Client, envelopeID string, body any) {
+	if err := client.AckCtx(ctx, envelopeID, body); err != nil {
 		b.log.Warn("slack: socket mode ack failed", slog.String("envelope_id", envelopeID), slog.Any("error", err))
 	}
 }
