@@ -164,7 +164,7 @@ func (b *Bridge) holdCards(ctx context.Context, channel, thread string, e transc
 			holdButtons(c.id),
 			// The short id is what `@bot approve <short id>` takes in a
 			// thread with several open holds.
-			mrkdwnContext(fmt.Sprintf("%s in the console · hold `%s` · run `%s`%s%s", b.holdLink(c.id), engine.ShortHoldID(c.id),
+			mrkdwnContext(fmt.Sprintf("%s · hold `%s` · run `%s`%s%s", b.holdLink(c.id, "Open in the console"), engine.ShortHoldID(c.id),
 				esc(c.runID), needs, from)),
 		}
 		bj, _ := json.Marshal(blocks) // slack-go's block types always marshal
@@ -229,7 +229,7 @@ func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, a
 		}
 		text, more := firstSection(c.published)
 		if more {
-			text += fmt.Sprintf("\n_(shortened: the whole text is in %s)_", b.holdLink(c.id))
+			text += fmt.Sprintf("\n_(shortened: the whole text is %s)_", b.holdLink(c.id, "in the console"))
 		}
 		body = label + "\n" + orDefault(text, "_(empty)_")
 	}
@@ -254,7 +254,7 @@ func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, a
 				esc(c.title), esc(c.gate), c.about())),
 			mrkdwnSection(body),
 			mrkdwnContext(decided),
-			mrkdwnContext(fmt.Sprintf("%s in the console · run `%s`%s", b.holdLink(c.id), esc(c.runID), from)),
+			mrkdwnContext(fmt.Sprintf("%s · run `%s`%s", b.holdLink(c.id, "Open in the console"), esc(c.runID), from)),
 		}
 		bj, _ := json.Marshal(blocks)
 		out = append(out, &store.SlackOutboxAddParams{DedupeKey: "update:" + c.id + ":" + where, Queue: card.Queue,
@@ -325,7 +325,7 @@ func (b *Bridge) holdReminder(ctx context.Context, key, channel, thread string, 
 	} else {
 		text += " Decide it:"
 	}
-	text += " use the card's buttons, or " + b.holdLink(c.id) + " in the console."
+	text += " use the card's buttons, or decide " + b.holdLink(c.id, "in the console") + "."
 	out := []*store.SlackOutboxAddParams{{DedupeKey: key, Queue: queueOf(channel, thread), Method: store.SlackPost,
 		Channel: channel, ThreadTS: postTS(thread), Text: text}}
 	if hc := b.cfg.HoldsChannel; hc != "" {

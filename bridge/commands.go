@@ -232,11 +232,19 @@ func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m
 		return err
 	}
 	tell := func(text string) error { return b.ephemeral(ctx, it, "d", m.Channel, root, m.User, text) }
+	// Said first, not after a list of holds the person cannot decide.
+	steward, err := b.engine.IsSteward(ctx, slackCaller(m.User))
+	if err != nil {
+		return err
+	}
+	if !steward {
+		return tell(b.refusal(m.User, store.Refuse(store.ErrForbidden, "only stewards may approve or reject holds")))
+	}
 	decide := func(h *store.Hold, comment string) error {
 		return b.decide(ctx, it, "d", decision{holdID: h.ID, verb: cmd.Name, comment: comment, user: m.User,
 			channel: m.Channel, thread: root})
 	}
-	usage := fmt.Sprintf("Name one: mention me with `%s <short id> [comment]`, or use the buttons on its card.\n", cmd.Name)
+	usage := fmt.Sprintf("Name one: mention me with `%s &lt;short id&gt; [comment]`, or use the buttons on its card.\n", cmd.Name)
 	ref, rest := cmd.Arg, ""
 	if i := strings.IndexFunc(ref, unicode.IsSpace); i >= 0 {
 		ref, rest = ref[:i], strings.TrimSpace(ref[i:])
@@ -287,11 +295,14 @@ func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m
 		return decide(open[0], cmd.Arg)
 	}
 	why := "so I decided nothing rather than guess which one you meant"
-	if ref != "" {
+	if r := holdRef(ref); len(r) == engine.ShortHoldIDLen && strings.IndexFunc(r, notAlnum) < 0 {
+		// Meant as a short id, by its length; any other word opens a comment.
 		why = fmt.Sprintf("and `%s` is the short id of none of them, so I decided nothing", esc(ref))
 	}
 	return tell(fmt.Sprintf("This thread has %d open holds, %s. %s%s", len(open), why, usage, b.holdList(open)))
 }
+
+func notAlnum(r rune) bool { return !('a' <= r && r <= 'z' || '0' <= r && r <= '9') }
 
 // decision is one Slack user's decision attempt and where to answer it.
 type decision struct {
@@ -341,8 +352,8 @@ func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix st
 	case errors.Is(err, store.ErrForbidden):
 		// Named by the verb refused: a requester may not approve their own
 		// run but may reject it.
-		return tell(fmt.Sprintf(":no_entry: You can't %s this hold: %s. Nothing was changed. Stewards can decide it here or in the console: %s",
-			d.verb, escNames(store.ReasonOf(err)), b.holdLink(d.holdID)))
+		return tell(fmt.Sprintf(":no_entry: You can't %s this hold: %s. Nothing was changed. Stewards can decide it here or %s.",
+			d.verb, escNames(store.ReasonOf(err)), b.holdLink(d.holdID, "in the console")))
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalid):
 		return tell(fmt.Sprintf(":information_source: Nothing was changed: %s.", escNames(store.ReasonOf(err))))
 	case errors.Is(err, store.ErrNotFound):
@@ -352,8 +363,10 @@ func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix st
 	}
 }
 
-func (b *Bridge) holdLink(holdID string) string {
-	return fmt.Sprintf("<%s/holds/%s|hold %s>", b.cfg.BaseURL, holdID, holdID)
+// holdLink links a hold's console page, labelled with words a person
+// reads ("in the console"), not its id.
+func (b *Bridge) holdLink(holdID, label string) string {
+	return fmt.Sprintf("<%s/holds/%s|%s>", b.cfg.BaseURL, holdID, label)
 }
 
 // handleInteraction runs a stored interaction: a click on a hold's

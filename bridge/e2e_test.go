@@ -39,6 +39,7 @@ func (tb *testBundle) holdCard(t *testing.T, channel, root string) (fakeslack.Ca
 		require.Equal(t, []any{"hold_review", holdID}, []any{review["action_id"], review["value"]})
 		require.Contains(t, text(card), "http://holdfast.test/holds/"+holdID)
 		require.Contains(t, text(card), "hold `"+engine.ShortHoldID(holdID)+"`", "the short id a thread decision takes")
+		requireWordsNotIDs(t, text(card))
 		return card, holdID
 	}
 	t.Fatal("hold card without an actions block")

@@ -75,7 +75,7 @@ func (b *Bridge) holdList(hs []*store.Hold) string {
 			ref = h.ID
 		}
 		fmt.Fprintf(&sb, "• `%s` — *%s* (%s, %s)\n", esc(ref), esc(engine.HoldTitle(h, nil)), esc(orDefault(h.WorkflowName, h.Command)),
-			b.holdLink(h.ID))
+			b.holdLink(h.ID, "open"))
 	}
 	return sb.String()
 }

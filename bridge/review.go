@@ -56,7 +56,7 @@ func (b *Bridge) openReview(ctx context.Context, in *Interaction, key, holdID st
 		return
 	case err != nil:
 		log.ErrorContext(ctx, "slack: reading a hold to review", slog.Any("error", err))
-		tell(fmt.Sprintf(":warning: I could not open the review just now; try again, or decide in the console: %s", b.holdLink(holdID)))
+		tell(fmt.Sprintf(":warning: I could not open the review just now; try again, or decide %s.", b.holdLink(holdID, "in the console")))
 		return
 	case h.Status != store.HoldOpen:
 		tell(fmt.Sprintf(":information_source: Nothing to review: this hold was already %s by %s via %s.",
@@ -68,15 +68,15 @@ func (b *Bridge) openReview(ctx context.Context, in *Interaction, key, holdID st
 		log.ErrorContext(ctx, "slack: checking a steward", slog.Any("error", err))
 	}
 	if !steward {
-		tell(fmt.Sprintf(":no_entry: You can't decide this hold: <@%s> is not a steward; only stewards may decide holds. Nothing was changed. Stewards can decide it here or in the console: %s",
-			in.User.ID, b.holdLink(holdID)))
+		tell(fmt.Sprintf(":no_entry: You can't decide this hold: <@%s> is not a steward; only stewards may decide holds. Nothing was changed. Stewards can decide it here or %s.",
+			in.User.ID, b.holdLink(holdID, "in the console")))
 		return
 	}
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), triggerWindow)
 	defer cancel()
 	if _, err := b.api.OpenViewContext(octx, in.TriggerID, b.reviewModal(ctx, h)); err != nil {
 		log.WarnContext(ctx, "slack: views.open failed", slog.Any("error", err))
-		tell(fmt.Sprintf(":warning: Slack did not open the review (%s). Click again, or decide in the console: %s", esc(err.Error()), b.holdLink(holdID)))
+		tell(fmt.Sprintf(":warning: Slack did not open the review (%s). Click again, or decide %s.", esc(err.Error()), b.holdLink(holdID, "in the console")))
 		return
 	}
 	log.InfoContext(ctx, "slack: review opened")
@@ -114,8 +114,8 @@ func (b *Bridge) reviewModal(ctx context.Context, h *store.Hold) slack.ModalView
 		blocks = append(blocks, slack.NewInputBlock("output", plain("Output"),
 			plain("Edit it to publish your text instead; an edit is checked by the workflow's Guards and comes only with an approval."), edit).WithOptional(true))
 	} else {
-		blocks = append(blocks, mrkdwnContext(fmt.Sprintf("The output is longer than %d characters, too long to edit here: edit it in the console, %s.",
-			reviewMaxOutput, b.holdLink(h.ID))))
+		blocks = append(blocks, mrkdwnContext(fmt.Sprintf("The output is longer than %d characters, too long to edit here: edit it %s.",
+			reviewMaxOutput, b.holdLink(h.ID, "in the console"))))
 	}
 	return slack.ModalViewRequest{Type: slack.VTModal, CallbackID: callbackReview, PrivateMetadata: h.ID,
 		Title: plain("Review hold"), Submit: plain("Decide"), Close: plain("Cancel"), Blocks: slack.Blocks{BlockSet: blocks}}

@@ -128,7 +128,7 @@ func (b *Bridge) holdsList(ctx context.Context, user string) string {
 			break
 		}
 		fmt.Fprintf(&sb, "• *%s* — `%s` · %s · waiting %s · %s", esc(engine.HoldTitle(h, nil)), esc(h.Command),
-			esc(h.GateLabel), age(time.Since(h.CreatedAt)), b.holdLink(h.ID))
+			esc(h.GateLabel), age(time.Since(h.CreatedAt)), b.holdLink(h.ID, "open"))
 		if channel, thread, ok := b.holdPlace(ctx, h); ok {
 			if link := b.permalink(ctx, channel, thread); link != "" {
 				fmt.Fprintf(&sb, " · <%s|thread>", link)

@@ -97,6 +97,7 @@ func TestSlashCommand(t *testing.T) {
 		}
 		require.Contains(t, text, "*Lichens*", tc.user)
 		require.Contains(t, text, "http://holdfast.test/holds/"+holdID, tc.user)
+		requireWordsNotIDs(t, text)
 		require.Contains(t, text, fakeslack.Permalink("CS", root), tc.user)
 	}
 
@@ -224,4 +225,14 @@ func requireSlackEscaped(t *testing.T, text string) {
 		require.Regexp(t, slackToken, rest[i:], "an unescaped '<' in %q", text)
 		rest = rest[i+1:]
 	}
+}
+
+// idLabel is a link labelled with an internal id (<…|hold hld_…>).
+var idLabel = regexp.MustCompile(`<[^|>]+\|[^>]*\b(hld|run|itm|ses|mem)_[0-9a-z]`)
+
+// requireWordsNotIDs requires that no link in text sent to Slack is
+// labelled with an id: people read the label, so it says where it goes.
+func requireWordsNotIDs(t *testing.T, text string) {
+	t.Helper()
+	require.NotRegexp(t, idLabel, text)
 }

@@ -69,8 +69,8 @@ func TestSlackThreadDecisionByShortID(t *testing.T) {
 		ask func(short map[string]string, holds map[string]*store.Hold) []string
 		// first and second are each hold's state after the last mention.
 		first, second want
-		// says is in the steward's answer to the last mention.
-		says []string
+		// says is in the steward's answer to the last mention, never not.
+		says, never []string
 	}{
 		{name: "ListOnly", ask: func(map[string]string, map[string]*store.Hold) []string { return nil }},
 		{name: "ShortID", ask: func(s map[string]string, _ map[string]*store.Hold) []string {
@@ -104,6 +104,10 @@ func TestSlackThreadDecisionByShortID(t *testing.T) {
 			// a digit no comment's first word has, is a mistyped one.
 			return []string{"approve " + s["First"], "approve 0a1b2c looks fine"}
 		}, first: want{store.HoldApproved, ""}, says: []string{"`0a1b2c`", "decided nothing", "Second"}},
+		{name: "SeveralOpenHoldsComment", ask: func(map[string]string, map[string]*store.Hold) []string {
+			// A comment's first word is no hold's name, and not said to be.
+			return []string{"approve looks fine"}
+		}, says: []string{"2 open holds", "rather than guess", "First", "Second"}, never: []string{"`looks`"}},
 		{name: "OneOpenHoldComment", ask: func(s map[string]string, _ map[string]*store.Hold) []string {
 			// With one open hold left, words that name no hold are the comment.
 			return []string{"approve " + s["First"], "approve looks fine"}
@@ -130,6 +134,8 @@ func TestSlackThreadDecisionByShortID(t *testing.T) {
 			list := answers()[0]
 			t.Logf("listed: %s", list)
 			require.Contains(t, list, "2 open holds")
+			requireWordsNotIDs(t, list)
+			requireSlackEscaped(t, list)
 			short := listedHolds(t, list)
 			require.Len(t, short, 2, "each hold's short id and title: %s", list)
 			require.NotEqual(t, short["First"], short["Second"])
@@ -160,8 +166,35 @@ func TestSlackThreadDecisionByShortID(t *testing.T) {
 				for _, s := range tc.says {
 					require.Contains(t, last, s)
 				}
+				for _, s := range tc.never {
+					require.NotContains(t, last, s)
+				}
 			}
 		})
+	}
+}
+
+// TestSlackThreadDecisionByNonSteward: someone who may not decide holds
+// is told so first, not handed a list of holds to choose among, and
+// nothing is decided.
+func TestSlackThreadDecisionByNonSteward(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{real: true, cfg: stewardsCfg})
+	root, holds := twoHolds(t, tb, "CNS")
+	for i, ask := range []string{"approve", "approve looks fine", "reject zzzzzz no"} {
+		tb.event(t, fmt.Sprintf("EvNS%d", i), mention("CNS", "U2", tb.ts(), root, ask))
+		tb.eventually(t, func() bool { return len(tb.ephemerals("U2")) == i+1 }, 10*time.Second, "answered: %s", ask)
+		answer := tb.ephemerals("U2")[i].Form["text"]
+		require.Contains(t, answer, "only stewards may approve or reject holds", ask)
+		require.Contains(t, answer, "<@USTEWARD>", "names who may")
+		require.NotContains(t, answer, "First", "no list of holds")
+	}
+	tb.quiet(t)
+	require.Len(t, tb.ephemerals("U2"), 3, "one answer each")
+	for _, h := range holds {
+		got, err := tb.store.HoldGetByID(tb.ctx, h.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.HoldOpen, got.Status)
 	}
 }
 
