@@ -80,3 +80,4 @@ fuzz:
 	go test -run='^$$' -fuzz=FuzzSplit -fuzztime=$(FUZZTIME) ./bridge/mrkdwn
 	go test -run='^$$' -fuzz=FuzzParseEvent -fuzztime=$(FUZZTIME) ./bridge
 	go test -run='^$$' -fuzz=FuzzParseInteraction -fuzztime=$(FUZZTIME) ./bridge
+	go test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./console/api

@@ -101,10 +101,10 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	case cmd.Name == "status" || cmd.Name == "terminate" || cmd.Name == "compact":
 		res, err := b.sessions.Command(ctx, ses.ID, "/"+cmd.Name, slackCaller(m.User))
 		if errors.Is(err, store.ErrForbidden) {
-			return say(b.refusal(m.User, err))
+			return say(b.refusal(ctx, m.User, err))
 		}
 		if err != nil {
-			return say(fmt.Sprintf(":warning: `%s` failed: %s", cmd.Name, escNames(store.ReasonOf(err))))
+			return say(fmt.Sprintf(":warning: `%s` failed: %s", cmd.Name, b.escNames(ctx, store.ReasonOf(err))))
 		}
 		return say(b.commandReply(ctx, res))
 	case cmd.Name == "policy":
@@ -114,10 +114,10 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 		}
 		_, err := b.sessions.SetPolicy(ctx, ses.ID, p, slackCaller(m.User))
 		if errors.Is(err, store.ErrForbidden) {
-			return say(b.refusal(m.User, err))
+			return say(b.refusal(ctx, m.User, err))
 		}
 		if err != nil {
-			return say(fmt.Sprintf(":warning: could not set the policy: %s", escNames(store.ReasonOf(err))))
+			return say(fmt.Sprintf(":warning: could not set the policy: %s", b.escNames(ctx, store.ReasonOf(err))))
 		}
 		return say(fmt.Sprintf("Policy for this thread is now `%s`.", p))
 	case cmd.Name == "approve" || cmd.Name == "reject":
@@ -194,7 +194,7 @@ func queuedAck(channel, threadTS, name, itemID string) *store.SlackOutboxAddPara
 }
 
 // refusal tells a Slack user why the engine refused them, naming who may.
-func (b *Bridge) refusal(user string, err error) string {
+func (b *Bridge) refusal(ctx context.Context, user string, err error) string {
 	who := "a steward"
 	if len(b.cfg.Stewards) > 0 {
 		mentions := make([]string, len(b.cfg.Stewards))
@@ -203,7 +203,7 @@ func (b *Bridge) refusal(user string, err error) string {
 		}
 		who = "a steward (" + strings.Join(mentions, ", ") + ", or a console steward)"
 	}
-	return fmt.Sprintf(":no_entry: <@%s>, %s. Nothing was changed; ask %s.", user, escNames(store.ReasonOf(err)), who)
+	return fmt.Sprintf(":no_entry: <@%s>, %s. Nothing was changed; ask %s.", user, b.escNames(ctx, store.ReasonOf(err)), who)
 }
 
 // maxThreadHolds bounds the open holds a thread decision lists.
@@ -238,7 +238,7 @@ func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m
 		return err
 	}
 	if !steward {
-		return tell(b.refusal(m.User, store.Refuse(store.ErrForbidden, "only stewards may approve or reject holds")))
+		return tell(b.refusal(ctx, m.User, store.Refuse(store.ErrForbidden, "only stewards may approve or reject holds")))
 	}
 	decide := func(h *store.Hold, comment string) error {
 		return b.decide(ctx, it, "d", decision{holdID: h.ID, verb: cmd.Name, comment: comment, user: m.User,
@@ -353,9 +353,9 @@ func (b *Bridge) decide(ctx context.Context, it *store.SlackInboxItem, suffix st
 		// Named by the verb refused: a requester may not approve their own
 		// run but may reject it.
 		return tell(fmt.Sprintf(":no_entry: You can't %s this hold: %s. Nothing was changed. Stewards can decide it here or %s.",
-			d.verb, escNames(store.ReasonOf(err)), b.holdLink(d.holdID, "in the console")))
+			d.verb, b.escNames(ctx, store.ReasonOf(err)), b.holdLink(d.holdID, "in the console")))
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrInvalid):
-		return tell(fmt.Sprintf(":information_source: Nothing was changed: %s.", escNames(store.ReasonOf(err))))
+		return tell(fmt.Sprintf(":information_source: Nothing was changed: %s.", b.escNames(ctx, store.ReasonOf(err))))
 	case errors.Is(err, store.ErrNotFound):
 		return tell("That hold no longer exists.")
 	default:
@@ -440,7 +440,7 @@ func (b *Bridge) statusLine(ctx context.Context, s *store.Session) string {
 	}
 	line := fmt.Sprintf("*Status:* `%s`", esc(s.Status))
 	if s.DoneReason != "" {
-		line += " (" + esc(s.DoneReason) + ")"
+		line += " (" + b.escNames(ctx, s.DoneReason) + ")"
 	}
 	line += fmt.Sprintf(" · *policy* `%s` · %s", esc(s.Policy), engine.Count(int(s.EventCount), "event", "events"))
 	if s.ActiveRunID != "" {

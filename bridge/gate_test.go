@@ -124,6 +124,10 @@ func TestSlackTerminateOfAHeldRun(t *testing.T) {
 	r, err := tb.store.RunGetByID(tb.ctx, h.RunID)
 	require.NoError(t, err)
 	require.Equal(t, store.RunCancelled, r.Status)
+
+	tb.event(t, "EvX4", mention("CX", "U1", tb.ts(), root, "status"))
+	st := tb.waitPost(t, "CX", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "*Status:*") })
+	require.Contains(t, st.Form["text"], "(terminated by <@USTEWARD>)", "who, as Slack names people")
 }
 
 // TestSlackAmbiguousThreadDecision: with two open holds in a thread a bare

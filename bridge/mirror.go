@@ -28,16 +28,11 @@ var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 // esc escapes text for mrkdwn.
 func esc(s string) string { return escaper.Replace(s) }
 
-// escNames is esc for the engine's sentences (refusals, why a run ended):
-// the Slack users they name are named as Slack shows people, by mention,
-// anyone else as the engine names them.
-func escNames(s string) string {
-	return engine.PeopleIn(esc(s), func(uid string) string {
-		if u, ok := strings.CutPrefix(uid, "slack:"); ok {
-			return "<@" + u + ">"
-		}
-		return engine.PersonName(uid)
-	})
+// escNames is esc for the engine's sentences (refusals, why a run or a
+// session ended): the people they name are named as requester names them,
+// a Slack user by mention, a console user by name.
+func (b *Bridge) escNames(ctx context.Context, s string) string {
+	return engine.PeopleIn(esc(s), func(uid string) string { return b.requester(ctx, uid) })
 }
 
 // mirrorOnce turns the next page of Slack sessions' transcript events into
@@ -166,9 +161,9 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, te
 				msg += fmt.Sprintf(" (%s)", esc(e.ErrorKind))
 			}
 			if rest, ok := strings.CutPrefix(e.Error, "run "+e.Status+" "); ok {
-				msg += " " + escNames(engine.FirstLine(rest, 300)) // "run cancelled by …" goes on the line's own "cancelled"
+				msg += " " + b.escNames(ctx, engine.FirstLine(rest, 300)) // "run cancelled by …" goes on the line's own "cancelled"
 			} else if e.Error != "" {
-				msg += ": " + escNames(engine.FirstLine(e.Error, 300))
+				msg += ": " + b.escNames(ctx, engine.FirstLine(e.Error, 300))
 			}
 			return line(msg + ".")
 		}

@@ -91,14 +91,16 @@ func PersonName(uid string) string {
 		return "Slack user " + strings.TrimPrefix(uid, "slack:")
 	case strings.HasPrefix(uid, "key:"):
 		return "API key " + strings.TrimPrefix(uid, "key:")
+	case strings.HasPrefix(uid, "user:"):
+		return "a console user"
 	default:
 		return uid
 	}
 }
 
 // identities are the uids engine texts name people by ("rejected by
-// slack:U1", "already approved by key:key_1").
-var identities = regexp.MustCompile(`\b(?:slack:[UWB][A-Z0-9]+|key:key_[a-z0-9]+)\b`)
+// slack:U1", "already approved by key:key_1", "terminated by user:usr_1").
+var identities = regexp.MustCompile(`\b(?:slack:[UWB][A-Z0-9]+|key:key_[a-z0-9]+|user:usr_[a-z0-9]+)\b`)
 
 // PeopleIn names the people an engine text mentions, with name (PersonName
 // when nil) for each.

@@ -74,7 +74,6 @@ type SessionRow struct {
 	Badge        string // "Slack" for a Slack channel session, else the origin
 	Capabilities []string
 	Status       string
-	DoneReason   string
 	Archived     bool
 	Events       int64
 	EventsText   string // "1 event", "12 events"

@@ -10,6 +10,11 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/holdfast-bot/holdfast/store"
@@ -118,14 +123,14 @@ func Decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		WriteError(w, http.StatusBadRequest, "request body is not valid UTF-8")
 		return false
 	}
-	if hasNULEscape(raw) {
-		WriteError(w, http.StatusBadRequest, "request body holds a NUL character (\\u0000); text may not contain NUL")
+	if msg := badEscape(raw); msg != "" {
+		WriteError(w, http.StatusBadRequest, msg)
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		WriteError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
+		WriteError(w, http.StatusBadRequest, decodeError(err))
 		return false
 	}
 	if dec.More() {
@@ -135,21 +140,99 @@ func Decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-// hasNULEscape reports whether JSON text holds a \u0000 escape. Backslashes
-// appear only inside strings, each starting an escape, so skipping escaped
-// characters pairwise is exact ("\\u0000" is a backslash and "u0000"). A raw
-// NUL byte is not valid JSON and the decoder refuses it.
-func hasNULEscape(b []byte) bool {
+// badEscape answers why JSON text's first refused \u escape is refused, or
+// "": \u0000 (a NUL), or a UTF-16 surrogate outside a pair, which
+// encoding/json would store as U+FFFD, silently changing the text.
+// Backslashes appear only inside strings, each starting an escape, so
+// skipping escapes as they come is exact ("\\u0000" is a backslash and
+// "u0000"). A raw NUL byte is not valid JSON and the decoder refuses it.
+func badEscape(b []byte) string {
 	for i := 0; i < len(b)-1; i++ {
 		if b[i] != '\\' {
 			continue
 		}
-		if b[i+1] == 'u' && i+6 <= len(b) && string(b[i+2:i+6]) == "0000" {
-			return true
+		r, ok := uEscape(b[i:])
+		switch {
+		case !ok:
+			i++ // another escape, or a broken one the decoder refuses
+			continue
+		case r == 0:
+			return "the request body holds a NUL character (\\u0000); text may not contain NUL"
+		case utf16.IsSurrogate(r):
+			if lo, ok := uEscape(b[i+6:]); ok && utf16.DecodeRune(r, lo) != unicode.ReplacementChar {
+				i += 6 // a pair: one character
+				break
+			}
+			return fmt.Sprintf("the request body holds a lone UTF-16 surrogate (%s), which is no character; text must be valid Unicode", b[i:i+6])
 		}
-		i++
+		i += 5
 	}
-	return false
+	return ""
+}
+
+// uEscape decodes a \uXXXX escape at the start of b.
+func uEscape(b []byte) (rune, bool) {
+	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(b[2:6]), 16, 16)
+	return rune(n), err == nil
+}
+
+// decodeError is the sentence for a body encoding/json could not decode,
+// in the request's own field names: Go's message names Go types.
+func decodeError(err error) string {
+	var (
+		typeErr   *json.UnmarshalTypeError
+		syntaxErr *json.SyntaxError
+	)
+	switch {
+	case errors.As(err, &typeErr):
+		got, _, _ := strings.Cut(typeErr.Value, " ") // "number 7"
+		got = jsonKinds[got]
+		field := strings.TrimPrefix(typeErr.Field, ".")
+		if field == "" {
+			return fmt.Sprintf("the request body must be %s, not %s", wantKind(typeErr.Type), got)
+		}
+		return fmt.Sprintf("%s: expected %s, got %s", field, wantKind(typeErr.Type), got)
+	case errors.As(err, &syntaxErr):
+		return fmt.Sprintf("malformed JSON at byte %d: %s", syntaxErr.Offset, syntaxErr.Error())
+	case errors.Is(err, io.EOF):
+		return "the request body is empty; send a JSON object"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "malformed JSON: the body ends before the JSON does"
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if strings.HasPrefix(msg, "unknown field") {
+		return msg // unknown field "author"
+	}
+	return "malformed JSON: " + msg
+}
+
+// jsonKinds names the JSON values encoding/json reports.
+var jsonKinds = map[string]string{"string": "a string", "number": "a number", "bool": "true or false",
+	"array": "a list", "object": "an object", "null": "null"}
+
+// wantKind names the JSON a Go type is decoded from.
+func wantKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map:
+		return "an object"
+	case reflect.Struct:
+		return "a JSON object"
+	case reflect.Interface:
+		return "a value"
+	}
+	return "a number"
 }
 
 // limitBody is the API's body limit, before anything else reads the

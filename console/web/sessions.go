@@ -174,7 +174,7 @@ func (c *Console) sessionsView(ctx context.Context, f sessionFilter) (templates.
 	}
 	for _, s := range page.Sessions {
 		row := templates.SessionRow{ID: s.ID, URL: sessionURL(s.ID), Title: sessionTitle(s), Origin: s.Origin, Badge: badge(s),
-			Capabilities: s.Capabilities, Status: s.Status, DoneReason: s.DoneReason, Archived: s.Archived, Events: s.EventCount,
+			Capabilities: s.Capabilities, Status: s.Status, Archived: s.Archived, Events: s.EventCount,
 			EventsText: plural(s.EventCount, "event"), LastActive: c.ago(s.LastActiveAt)}
 		if len(s.Tags) > 0 && s.Tags[0] != row.Title {
 			row.Tag = s.Tags[0]
@@ -255,7 +255,7 @@ func (c *Console) sessionShow(w http.ResponseWriter, r *http.Request) {
 	}
 	page := c.page(w, r, sessionTitle(s), "sessions")
 	canAct := page.Viewer.CanAct
-	v := templates.SessionView{Page: page, ID: s.ID, Title: sessionTitle(s), Status: s.Status, DoneReason: s.DoneReason,
+	v := templates.SessionView{Page: page, ID: s.ID, Title: sessionTitle(s), Status: s.Status,
 		Origin: s.Origin, Badge: badge(s), Tags: s.Tags, Capabilities: s.Capabilities, Policy: sessions.NormalizePolicy(s.Policy),
 		Policies: []string{store.PolicyManual, store.PolicyAuto, store.PolicyYolo}, Archived: s.Archived,
 		RequestCount: s.RequestCount, Created: c.ago(s.CreatedAt), LastActive: c.ago(s.LastActiveAt)}
@@ -293,6 +293,7 @@ func (c *Console) sessionShow(w http.ResponseWriter, r *http.Request) {
 		v.MessageHint = "Messages sent here are posted into its " + badge(s) + " thread, attributed to you."
 	}
 	names := c.userNames(ctx)
+	v.DoneReason = peopleIn(s.DoneReason, names)
 	for _, e := range evs {
 		v.Events = append(v.Events, c.eventView(ctx, e, names, canAct, page.CSRF))
 	}

@@ -283,6 +283,23 @@ func TestCommandsTypedInTheMessageBox(t *testing.T) {
 	}
 }
 
+// TestSessionEndNamesWhoEndedIt: a session a console user terminated says
+// who by name on its page, never by user id.
+func TestSessionEndNamesWhoEndedIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	s := b.session(t, "Ended by a person", "", sessions.ViaConsole)
+	u := b.users["steward"]
+	status, reason := store.SessionCancelled, "terminated by user:"+u.ID
+	_, _, err := b.db.SessionUpdate(ctx, &store.SessionUpdateParams{ID: s.ID, Status: &status, DoneReason: &reason})
+	require.NoError(t, err)
+	c := b.signedIn(t, "viewer")
+	_, page := c.get("/sessions/" + s.ID)
+	require.Contains(t, page, "terminated by steward")
+	require.NotContains(t, page, u.ID)
+}
+
 // TestTranscriptShowsSpeakersAndToolCalls: a message shows the speaker
 // recorded with it (a Slack display name), and a chat turn's tool call
 // shows the tool, its input and its result.
