@@ -266,7 +266,7 @@ func TestMessageDeliveredTwiceAnsweredOnce(t *testing.T) {
 	require.Len(t, tb.posts("DTW", ""), 1, "one answer to the DM")
 	enqs, _ := eng.snapshot()
 	require.Len(t, enqs, 1)
-	require.Equal(t, []string{"user_message", "assistant_message", "user_message", "user_message", "user_message"},
+	require.Equal(t, []string{"user_message", "assistant_message", "user_message", "assistant_message", "user_message", "user_message"},
 		tb.eventTypes(t, tb.threadSession(t, "CTW", chat).ID), "each message is in the transcript once")
 }
 

@@ -55,7 +55,7 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	speaker := b.userName(wctx, m.User, true)
 	b.backfillThread(wctx, ses, m, m.TS, log)
 	cancel()
-	say := func(text string) error { return b.reply(ctx, it, "r", m.Channel, root, text) }
+	say := func(text string) error { return b.answer(ctx, it, "r", m.Channel, root, ses.ID, text) }
 	cmd := commandOf(text)
 
 	isWorkflow := false
@@ -156,7 +156,7 @@ func (b *Bridge) workflowList(ctx context.Context) string {
 // enqueue queues a workflow item for the thread. The dedupe key is the
 // message's, so however often Slack delivers it, it is enqueued once.
 func (b *Bridge) enqueue(ctx context.Context, it *store.SlackInboxItem, m *Message, root, sessionID, name, brief string, log *slog.Logger) error {
-	say := func(text string) error { return b.reply(ctx, it, "q", m.Channel, root, text) }
+	say := func(text string) error { return b.answer(ctx, it, "q", m.Channel, root, sessionID, text) }
 	payload := map[string]any{
 		"brief":  brief,
 		"source": map[string]any{"platform": "slack", "channel": m.Channel, "threadTs": root, "user": m.User},
@@ -172,7 +172,7 @@ func (b *Bridge) enqueue(ctx context.Context, it *store.SlackInboxItem, m *Messa
 	case errors.As(err, &notCompiled):
 		return say(b.notCompiledText(name, notCompiled))
 	case errors.Is(err, store.ErrConflict):
-		return say(fmt.Sprintf("Workflow `%s` is not live, so it takes no work right now.", esc(name)))
+		return say(fmt.Sprintf(":information_source: I can't run `%s`: %s.", esc(name), esc(store.ReasonOf(err))))
 	case err != nil:
 		return fmt.Errorf("enqueue /%s: %w", name, err)
 	}

@@ -68,6 +68,14 @@ func TestEndToEnd(t *testing.T) {
 	tb.event(t, "EvE1", mention("CE", "U1", root, "", "hello"))
 	helped := tb.waitPost(t, "CE", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Session commands") })
 	require.Contains(t, text(helped), "draft-memo: Drafts", "the live workflows, as a mention types them")
+	var shown []string
+	for _, b := range blocksOf(t, helped) {
+		if tx, ok := b["text"].(map[string]any); ok {
+			shown = append(shown, tx["text"].(string))
+		}
+	}
+	t.Logf("%q", shown)
+	require.Regexp(t, "(?m)^Send `", strings.Join(shown, "\n"), "the closing sentence is not indented under the last bullet")
 
 	// `@bot draft-memo <brief>` enqueues once though Slack delivers it three
 	// times (and once more as a plain message event).

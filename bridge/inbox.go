@@ -391,6 +391,24 @@ func (b *Bridge) reply(ctx context.Context, it *store.SlackInboxItem, suffix, ch
 	})
 }
 
+// answer is reply for the bridge's answer to a mention in a session's
+// thread: it is kept in the session too (as markdown, marked posted, so
+// the mirror does not post it again), as a console command's answer is,
+// so the transcript and the conversation a model reads hold both sides.
+// Both writes are keyed by the delivery: a replay after a crash makes
+// each once.
+func (b *Bridge) answer(ctx context.Context, it *store.SlackInboxItem, suffix, channel, threadTS, sessionID, text string) error {
+	if err := b.reply(ctx, it, suffix, channel, threadTS, text); err != nil {
+		return err
+	}
+	p := transcript.EncodePtr(transcript.AssistantMessage{Text: b.markdown(ctx, text, false), Posted: true}, "holdfast")
+	p.SessionID = sessionID
+	if _, err := b.store.SlackEventAppendOnce(ctx, it.Key, p); err != nil {
+		return fmt.Errorf("record the answer: %w", err)
+	}
+	return nil
+}
+
 // ephemeral queues a line only user sees.
 func (b *Bridge) ephemeral(ctx context.Context, it *store.SlackInboxItem, suffix, channel, threadTS, user, text string) error {
 	return b.enqueueOutbox(ctx, &store.SlackOutboxAddParams{

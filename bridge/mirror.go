@@ -171,8 +171,8 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, te
 	case transcript.MemoDispatched:
 		return b.memoMessages(ctx, key, channel, thread, e)
 	case transcript.AssistantMessage:
-		if e.Backfilled {
-			return nil // fetched from the thread: it is there already
+		if e.Backfilled || e.Posted {
+			return nil // fetched from the thread, or posted there: it is there already
 		}
 		return markdownMessages(key, channel, thread, "", e.Text)
 	}

@@ -46,7 +46,7 @@ func TestEnqueueRefusalsSayWhy(t *testing.T) {
 			"(and 2 more errors)",
 			"http://holdfast.test/workflows/" + threeID,
 		}, "not live"},
-		{"Paused", "resting Otters", []string{"Workflow `resting` is not live"}, "compile"},
+		{"Paused", "resting Otters", []string{"I can't run `resting`: workflow /resting is paused, not live"}, "compile"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := tb.ts()

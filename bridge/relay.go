@@ -28,7 +28,7 @@ func (b *Bridge) consoleMessage(ctx context.Context, key, channel, thread string
 		}
 		who = "*" + esc(who) + "* (console)"
 	case "key":
-		who = "*API key " + esc(id) + "* (api)"
+		who = "*" + esc(b.keyName(ctx, id)) + "* (api)"
 	default:
 		return nil // Slack's own messages, and nobody's
 	}
@@ -44,4 +44,18 @@ func (b *Bridge) consoleMessage(ctx context.Context, key, channel, thread string
 	}
 	return []*store.SlackOutboxAddParams{{DedupeKey: key, Queue: queueOf(channel, thread), Method: store.SlackPost,
 		Channel: channel, ThreadTS: postTS(thread), Text: who + ": " + text}}
+}
+
+// keyName names an API key as its owner named it (API key “ci bot”), as
+// the console does; its id says nothing to people in a thread.
+func (b *Bridge) keyName(ctx context.Context, id string) string {
+	keys, err := b.store.APIKeyList(ctx)
+	if err == nil {
+		for _, k := range keys {
+			if k.ID == id && k.Name != "" {
+				return "API key “" + k.Name + "”"
+			}
+		}
+	}
+	return "an API client"
 }

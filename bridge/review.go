@@ -76,10 +76,24 @@ func (b *Bridge) openReview(ctx context.Context, in *Interaction, key, holdID st
 	defer cancel()
 	if _, err := b.api.OpenViewContext(octx, in.TriggerID, b.reviewModal(ctx, h)); err != nil {
 		log.WarnContext(ctx, "slack: views.open failed", slog.Any("error", err))
-		tell(fmt.Sprintf(":warning: Slack did not open the review (%s). Click again, or decide %s.", esc(err.Error()), b.holdLink(holdID, "in the console")))
+		tell(fmt.Sprintf(":warning: I could not open the review: %s. Click again, or decide %s.", slackTrouble(err), b.holdLink(holdID, "in the console")))
 		return
 	}
 	log.InfoContext(ctx, "slack: review opened")
+}
+
+// slackTrouble says why a Slack call failed as a person can act on it:
+// Slack's own error code, or that it did not answer in time; Go's error
+// text (a URL, a dial error) says nothing to them, and the log has it.
+func slackTrouble(err error) string {
+	var se slack.SlackErrorResponse
+	switch {
+	case errors.As(err, &se):
+		return "Slack answered `" + esc(se.Err) + "`"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "Slack did not answer in time"
+	}
+	return "Slack could not be reached"
 }
 
 // reviewModal is the view of SPEC §5: approve or reject, a comment and,

@@ -216,24 +216,43 @@ func TestReviewModalCases(t *testing.T) {
 }
 
 // TestReviewWhenSlackRefusesTheModal: a views.open Slack refuses (an
-// expired trigger) is answered with a way on, and nothing changes.
+// expired trigger) or does not answer in time is answered with why, in
+// words a steward can act on (not a Go error), and a way on; nothing
+// changes.
 func TestReviewWhenSlackRefusesTheModal(t *testing.T) {
 	t.Parallel()
-	o := standIns()
-	eng := newRecordingEngine()
-	eng.stewards["USTEWARD"] = true
-	o.engine = func(*testBundle) bridge.Engine { return eng }
-	tb := setup(t, o)
-	root := tb.ts()
-	tb.event(t, "EvW0", mention("CW", "U1", root, "", "hello"))
-	tb.inboxDrained(t)
-	holdID := tb.openHold(t, tb.threadSession(t, "CW", root).ID)
-	status, _ := tb.interact(t, map[string]any{"type": "block_actions", "user": map[string]any{"id": "USTEWARD"},
-		"channel": map[string]any{"id": "CW"}, "message": map[string]any{"ts": "1.5", "thread_ts": root},
-		"actions": []any{map[string]any{"action_id": "hold_review", "block_id": "hold:" + holdID, "value": holdID}}}) // no trigger_id
-	require.Equal(t, http.StatusOK, status)
-	eph := tb.waitEphemeral(t, "USTEWARD", func(s string) bool { return strings.Contains(s, "Slack did not open the review") })
-	require.Contains(t, eph.Form["text"], "http://holdfast.test/holds/"+holdID)
-	_, decides := eng.snapshot()
-	require.Empty(t, decides)
+	for _, tc := range []struct {
+		name, trigger, why string
+		slow               bool
+	}{
+		{name: "Expired", trigger: fakeslack.ExpiredTrigger, why: "Slack answered `expired_trigger_id`"},
+		{name: "TooSlow", trigger: "trig-slow", slow: true, why: "Slack did not answer in time"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o := standIns()
+			eng := newRecordingEngine()
+			eng.stewards["USTEWARD"] = true
+			o.engine = func(*testBundle) bridge.Engine { return eng }
+			tb := setup(t, o)
+			if tc.slow {
+				tb.slack.Delay("views.open", 5*time.Second)
+			}
+			root := tb.ts()
+			tb.event(t, "EvW0", mention("CW", "U1", root, "", "hello"))
+			tb.inboxDrained(t)
+			holdID := tb.openHold(t, tb.threadSession(t, "CW", root).ID)
+			status, _ := tb.interact(t, map[string]any{"type": "block_actions", "user": map[string]any{"id": "USTEWARD"},
+				"channel": map[string]any{"id": "CW"}, "message": map[string]any{"ts": "1.5", "thread_ts": root}, "trigger_id": tc.trigger,
+				"actions": []any{map[string]any{"action_id": "hold_review", "block_id": "hold:" + holdID, "value": holdID}}})
+			require.Equal(t, http.StatusOK, status)
+			eph := tb.waitEphemeral(t, "USTEWARD", func(s string) bool { return strings.Contains(s, "could not open the review") })
+			require.Contains(t, eph.Form["text"], tc.why)
+			require.NotContains(t, eph.Form["text"], "http://127.0.0.1", "no Go error text")
+			require.NotContains(t, eph.Form["text"], "context deadline")
+			require.Contains(t, eph.Form["text"], "http://holdfast.test/holds/"+holdID)
+			_, decides := eng.snapshot()
+			require.Empty(t, decides)
+		})
+	}
 }

@@ -78,7 +78,7 @@ func (b *Bridge) slashCommand(ctx context.Context, form url.Values) (*slashRespo
 			return ephemeralResponse(b.notCompiledText(name, &NotCompiledError{Command: wf.Command, MemoID: wf.MemoID,
 				First: wf.Errors[0], Count: len(wf.Errors)})), nil
 		case wf.Status != "live":
-			return ephemeralResponse(fmt.Sprintf("Workflow `%s` is not live, so it takes no work right now.", esc(name))), nil
+			return ephemeralResponse(fmt.Sprintf(":information_source: I can't run `%s`: it is %s, not live, so it accepts no items.", esc(name), esc(wf.Status))), nil
 		}
 		if form.Get("channel_id") == "" || form.Get("user_id") == "" {
 			return ephemeralResponse("I can't tell which channel this is; try again in a channel."), nil

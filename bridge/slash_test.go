@@ -32,6 +32,7 @@ func (tb *testBundle) slash(t *testing.T, user, channel, text string) (int, stri
 func TestSlashCommand(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{real: true, cfg: stewardsCfg})
+	tb.addWorkflow(t, "/resting", "paused", "Rests")
 	for _, tc := range []struct {
 		name, text string
 		want       []string
@@ -43,6 +44,7 @@ func TestSlashCommand(t *testing.T) {
 		{"NoHolds", "holds", []string{"None of your runs waits for a steward"}},
 		{"RunUnknown", "run nope brief", []string{"There is no workflow `nope`"}},
 		{"RunNothing", "run", []string{"Usage: `/holdfast run"}},
+		{"RunPaused", "run resting now", []string{"I can't run `resting`: it is paused, not live"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, body := tb.slash(t, "U1", "CS", tc.text)

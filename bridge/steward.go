@@ -175,7 +175,7 @@ func (b *Bridge) requester(ctx context.Context, owner string) string {
 		}
 		return "a console user"
 	case "key":
-		return "an API client"
+		return esc(b.keyName(ctx, id))
 	case "cli":
 		return "the command line"
 	case "":

@@ -92,6 +92,14 @@ func TestConsoleMessagePostedToThread(t *testing.T) {
 	require.NoError(t, err)
 	relayed := tb.waitPost(t, "CC", root, func(c fakeslack.Call) bool { return strings.HasPrefix(c.Form["text"], "*ada* (console): ") })
 	require.Equal(t, "*ada* (console): Looks good &lt;b&gt;to me&lt;/b&gt; &amp; ship it", relayed.Form["text"])
+
+	// Through the API with a key: the key as its owner named it.
+	k, err := tb.store.APIKeyCreate(tb.ctx, &store.APIKey{Name: "nightly digest", Role: store.RoleSteward, KeyHash: "hash-nightly"})
+	require.NoError(t, err)
+	_, err = tb.sessions.Message(tb.ctx, ses.ID, "Digest is out", engine.Decider{KeyID: k.ID, Role: store.RoleSteward, Via: "api"}, true)
+	require.NoError(t, err)
+	relayed = tb.waitPost(t, "CC", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "Digest is out") })
+	require.Equal(t, "*API key “nightly digest”* (api): Digest is out", relayed.Form["text"])
 	tb.quiet(t)
 	for _, p := range tb.posts("CC", root) {
 		require.NotContains(t, p.Form["text"], "hello", "the Slack message itself is not echoed")

@@ -249,7 +249,7 @@ func startSlack(ctx context.Context, c *config, db store.Store, eng *engine.Engi
 		})
 	} else {
 		log.Info("Slack: HTTP mode", slog.String("events_url", c.BaseURL+"/slack/events"),
-			slog.String("interactivity_url", c.BaseURL+"/slack/interactions"))
+			slog.String("interactivity_url", c.BaseURL+"/slack/interactions"), slog.String("slash_command_url", c.BaseURL+"/slack/commands"))
 		handler = b.Handler()
 	}
 	return handler, &bridge.Permalinks{API: api}, func() { cancel(); wg.Wait() }, nil

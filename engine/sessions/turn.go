@@ -505,11 +505,13 @@ func (s *Service) help(ctx context.Context, prefix, via string) (string, error) 
 	if len(live) == 0 {
 		b.WriteString("No workflows are live right now.")
 	} else {
-		b.WriteString("I can run these workflows:\n")
+		// Blank lines around the list: a line right after it would be read
+		// as more of its last item.
+		b.WriteString("I can run these workflows:\n\n")
 		for _, w := range live {
 			fmt.Fprintf(&b, "- %s: %s\n", typed(w["command"]), w["summary"])
 		}
-		fmt.Fprintf(&b, "Send `<command> <brief>` to start one, e.g. `%s`.", typed(live[0]["command"]+" <brief>"))
+		fmt.Fprintf(&b, "\nSend `<command> <brief>` to start one, e.g. `%s`.", typed(live[0]["command"]+" <brief>"))
 	}
 	fmt.Fprintf(&b, "\nSession commands: %s, %s, %s.", typed(CmdStatus), typed(CmdTerminate), typed(CmdCompact))
 	return b.String(), nil

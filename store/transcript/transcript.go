@@ -94,8 +94,8 @@ func DecodePayload(typ string, p map[string]any) (Event, error) {
 	case TypeAssistantMessage:
 		var r reader
 		m := AssistantMessage{Text: r.str(p, "text"), RunID: r.str(p, "runId"), Dispatch: r.str(p, "dispatch"),
-			Command: r.str(p, "command"), Error: r.flag(p, "error"), Said: r.said(p)}
-		m.Fields = rest(p, append(saidKeys, "text", "runId", "dispatch", "command", "error")...)
+			Command: r.str(p, "command"), Error: r.flag(p, "error"), Posted: r.flag(p, "posted"), Said: r.said(p)}
+		m.Fields = rest(p, append(saidKeys, "text", "runId", "dispatch", "command", "error", "posted")...)
 		return m, r.err(typ)
 	case TypeContext:
 		return Context{Fields: maps.Clone(p)}, nil
@@ -302,8 +302,11 @@ type AssistantMessage struct {
 	Dispatch string `json:"dispatch,omitempty"`
 	Command  string `json:"command,omitempty"`
 	Error    bool   `json:"error,omitempty"`
-	Said     `json:"-"`
-	Fields   map[string]any `json:"-"`
+	// Posted marks the bridge's own answer in a Slack thread, recorded as
+	// it is posted there: no surface posts it again.
+	Posted bool `json:"posted,omitempty"`
+	Said   `json:"-"`
+	Fields map[string]any `json:"-"`
 }
 
 func (AssistantMessage) Type() string { return TypeAssistantMessage }
@@ -323,6 +326,9 @@ func (m AssistantMessage) payload() map[string]any {
 	}
 	if m.Error {
 		p["error"] = true
+	}
+	if m.Posted {
+		p["posted"] = true
 	}
 	return p
 }

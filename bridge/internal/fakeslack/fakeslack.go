@@ -473,11 +473,18 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(resp)
 }
 
+// ExpiredTrigger is a trigger id views.open answers as Slack answers one
+// used after its 3 seconds.
+const ExpiredTrigger = "trig-expired"
+
 // openView answers views.open as Slack does: the view with its new id.
 func (s *Server) openView(form map[string]string) map[string]any {
 	var view map[string]any
-	if form["trigger_id"] == "" {
+	switch form["trigger_id"] {
+	case "":
 		return map[string]any{"ok": false, "error": "invalid_trigger_id"}
+	case ExpiredTrigger:
+		return map[string]any{"ok": false, "error": "expired_trigger_id"}
 	}
 	if err := json.Unmarshal([]byte(form["view"]), &view); err != nil || view["type"] != "modal" {
 		return map[string]any{"ok": false, "error": "invalid_arguments"}
