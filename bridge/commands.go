@@ -190,7 +190,7 @@ func (b *Bridge) enqueue(ctx context.Context, it *store.SlackInboxItem, m *Messa
 func queuedAck(channel, threadTS, name, itemID string) *store.SlackOutboxAddParams {
 	return &store.SlackOutboxAddParams{DedupeKey: "queued:" + itemID, Queue: queueOf(channel, threadTS),
 		Method: store.SlackPost, Channel: channel, ThreadTS: postTS(threadTS),
-		Text: fmt.Sprintf(":inbox_tray: Queued `%s` (item `%s`).", esc(name), esc(itemID))}
+		Text: fmt.Sprintf(":inbox_tray: Queued `%s`.", esc(name))}
 }
 
 // refusal tells a Slack user why the engine refused them, naming who may.

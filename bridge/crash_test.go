@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,7 +153,7 @@ func TestKill9PostsNoSlackMessageTwice(t *testing.T) {
 	// Each hold card and queued line is recorded as sent with the ts of
 	// its one message in Slack, so a decision's chat.update edits that
 	// message.
-	holdRe, itemRe := regexp.MustCompile(`"block_id":"hold:([^"]+)"`), regexp.MustCompile("item `(itm_[^`]+)`")
+	holdRe := regexp.MustCompile(`"block_id":"hold:([^"]+)"`)
 	audited := 0
 	for _, m := range fake.Messages("") {
 		if m.BotID != fakeslack.BotID {
@@ -165,8 +166,14 @@ func TestKill9PostsNoSlackMessageTwice(t *testing.T) {
 				where = "holds"
 			}
 			key = "card:" + h[1] + ":" + where
-		} else if it := itemRe.FindStringSubmatch(m.Text); it != nil {
-			key = "queued:" + it[1]
+		} else if strings.HasPrefix(m.Text, ":inbox_tray: Queued") {
+			// The thread's one item, found through its run.
+			ses, err := s.SessionGetByTag(ctx, "slack:"+m.Channel+":"+m.ThreadTS)
+			require.NoError(t, err)
+			runs, err := s.RunList(ctx, &store.RunListParams{SessionID: ses.ID, Limit: 10})
+			require.NoError(t, err)
+			require.Len(t, runs, 1)
+			key = "queued:" + runs[0].ItemID
 		} else {
 			continue
 		}

@@ -98,7 +98,11 @@ func TestEndToEnd(t *testing.T) {
 	for _, p := range tb.posts("CE", root) {
 		if strings.Contains(p.Form["text"], "Started `/draft-memo`") {
 			started++
+			require.Contains(t, p.Form["text"], "<http://holdfast.test/runs/"+mustHold(t, tb, holdID).RunID+"|", "the run's page, linked")
 		}
+		// People read what a line links, not ids they cannot use.
+		require.NotRegexp(t, "`(itm|run)_[0-9a-z]+`", p.Form["text"])
+		requireWordsNotIDs(t, p.Form["text"])
 	}
 	require.Equal(t, 1, started, "one run")
 
@@ -192,8 +196,8 @@ func TestEndToEndThreadDecision(t *testing.T) {
 	tb.event(t, "EvT3", mention("CT", "U1", root2, "", "draft-memo Kelp again"))
 	tb.holdCard(t, "CT", root2)
 	tb.event(t, "EvT4", mention("CT", "USTEWARD", tb.ts(), root2, "reject not this week"))
-	ended := tb.waitPost(t, "CT", root2, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], ":x: Run") })
-	require.Regexp(t, "^:x: Run `run_[^`]+` cancelled: rejected by <@USTEWARD>: not this week\\.$", ended.Form["text"])
+	ended := tb.waitPost(t, "CT", root2, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], ":x: ") })
+	require.Regexp(t, "^:x: <http://holdfast.test/runs/run_[^|]+\\|The run> was cancelled: rejected by <@USTEWARD>: not this week\\.$", ended.Form["text"])
 }
 
 // TestEndToEndTwoApprovals: with Approvals 2 the first steward's click is

@@ -131,7 +131,7 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, te
 	}
 	switch e := te.(type) {
 	case transcript.RunStarted:
-		started := line(fmt.Sprintf(":arrow_forward: Started `%s` — run `%s`.", esc(e.Command), esc(e.RunID)))
+		started := line(fmt.Sprintf(":arrow_forward: Started `%s` — %s.", esc(e.Command), b.runLink(e.RunID, "follow it in the console")))
 		if e.DedupeKey == "" { // a line written before it named the item's key
 			if it, err := b.store.QueueItemGetByID(ctx, e.ItemID); err == nil {
 				e.DedupeKey = it.DedupeKey
@@ -156,7 +156,11 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, te
 	case transcript.RunFinished:
 		switch e.Status {
 		case store.RunFailed, store.RunCancelled, store.RunRecoveryExhausted:
-			msg := fmt.Sprintf(":x: Run `%s` %s", esc(e.RunID), strings.ReplaceAll(e.Status, "_", " "))
+			ended := strings.ReplaceAll(e.Status, "_", " ")
+			if e.Status == store.RunCancelled {
+				ended = "was " + ended
+			}
+			msg := fmt.Sprintf(":x: %s %s", b.runLink(e.RunID, "The run"), ended)
 			if e.ErrorKind != "" && e.ErrorKind != e.Status {
 				msg += fmt.Sprintf(" (%s)", esc(e.ErrorKind))
 			}
@@ -177,6 +181,11 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, te
 		return markdownMessages(key, channel, thread, "", e.Text)
 	}
 	return nil
+}
+
+// runLink links a run's console page, labelled with words, not its id.
+func (b *Bridge) runLink(runID, label string) string {
+	return fmt.Sprintf("<%s/runs/%s|%s>", b.cfg.BaseURL, runID, label)
 }
 
 // markdownMessages renders markdown into as many messages as Slack's limits

@@ -92,10 +92,10 @@ func TestMirrorRunLifecycle(t *testing.T) {
 	tb.appendEvent(t, ses.ID, "run_finished", map[string]any{"runId": "run_3", "status": "cancelled", "errorKind": "cancelled",
 		"error": "run cancelled by slack:U7"})
 	tb.waitPost(t, "C5", root, func(c fakeslack.Call) bool {
-		return strings.Contains(c.Form["text"], "Run `run_2` failed (guard): too long.")
+		return strings.Contains(c.Form["text"], "<http://holdfast.test/runs/run_2|The run> failed (guard): too long.")
 	})
 	tb.waitPost(t, "C5", root, func(c fakeslack.Call) bool {
-		return c.Form["text"] == ":x: Run `run_3` cancelled by <@U7>." // not "cancelled: run cancelled by"
+		return c.Form["text"] == ":x: <http://holdfast.test/runs/run_3|The run> was cancelled by <@U7>." // not "cancelled: run cancelled by"
 	})
 
 	var texts []string

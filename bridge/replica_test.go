@@ -343,7 +343,7 @@ func TestReplicasKill9(t *testing.T) {
 	for _, r := range runs {
 		root := threadOf[r.SessionID]
 		require.NotEmpty(t, root, "run %s belongs to a thread", r.ID)
-		started := slices.IndexFunc(texts[root], func(s string) bool { return strings.Contains(s, "run `"+r.ID+"`") })
+		started := slices.IndexFunc(texts[root], func(s string) bool { return strings.Contains(s, "/runs/"+r.ID+"|") })
 		dispatched := slices.IndexFunc(texts[root], func(s string) bool { return strings.Contains(s, "/memos/"+r.DispatchMemoID+"|") })
 		require.GreaterOrEqual(t, started, 0, "run %s's started line is in its thread", r.ID)
 		require.Greater(t, dispatched, started, "run %s's memo line is in its thread, after its started line", r.ID)
