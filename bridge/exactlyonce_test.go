@@ -74,8 +74,8 @@ func TestOutboxFindsPostsWhoseAnswerWasLost(t *testing.T) {
 			continue
 		}
 		require.Equal(t, posted["text of "+key].TS, m.SentTS, "%s is recorded with the ts Slack gave it", key)
-		require.Equal(t, map[string]any{"event_type": "holdfast_outbox", "event_payload": map[string]any{"id": fmt.Sprint(m.ID)}},
-			posted["text of "+key].Metadata, key)
+		require.Equal(t, map[string]any{"event_type": "holdfast_outbox", "event_payload": map[string]any{"id": fmt.Sprint(m.ID),
+			"at": fmt.Sprint(m.CreatedAt.UnixMicro())}}, posted["text of "+key].Metadata, key)
 	}
 	bot := 0
 	for _, m := range tb.slack.Messages("") {
@@ -108,4 +108,49 @@ func TestOutboxPostsWhatASearchDoesNotFind(t *testing.T) {
 	require.Len(t, tb.posts("C2", "1.1"), 1)
 	require.Len(t, tb.slack.Calls("chat.postMessage"), 3, "two failed attempts, then the post")
 	require.Len(t, tb.slack.Calls("conversations.replies"), 2, "each retry looks first")
+}
+
+// TestOutboxTakesNoOtherDatabasesPost: a post of the same bot carrying the
+// same outbox id but written from another database (a second deployment
+// sharing the bot, or this one before a restore from backup) is not taken
+// for this message's earlier attempt: the message is posted.
+func TestOutboxTakesNoOtherDatabasesPost(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, standIns())
+	tb.slack.AddMessage("C3", "1700000300.000001", "", "U1", "a thread's root")
+	// Posted a moment ago: the search reads back from the first attempt.
+	tb.slack.Seed(fakeslack.Message{Channel: "C3", TS: fmt.Sprintf("%d.000002", time.Now().Unix()), ThreadTS: "1700000300.000001", User: fakeslack.BotUserID,
+		BotID: fakeslack.BotID, Text: "another database's message",
+		Metadata: map[string]any{"event_type": "holdfast_outbox", "event_payload": map[string]any{"id": "1", "at": "1600000000000000"}}})
+	tb.slack.FailNext(1, http.StatusBadGateway, 0) // the first attempt, so the retry looks first
+	require.NoError(t, tb.addOutbox(&store.SlackOutboxAddParams{DedupeKey: "k", Queue: "C3:1700000300.000001", Method: store.SlackPost,
+		Channel: "C3", ThreadTS: "1700000300.000001", Text: "this database's message"}))
+	m, err := tb.store.SlackOutboxGetByKey(tb.ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), m.ID, "the id the other database's post carries")
+	tb.waitPost(t, "C3", "1700000300.000001", func(c fakeslack.Call) bool { return c.Form["text"] == "this database's message" })
+	tb.idle(t)
+	require.Len(t, tb.slack.Calls("conversations.replies"), 1, "the retry looked first")
+}
+
+// TestOutboxFindsAPostMarkedByAnOlderBinary: a post whose metadata carries
+// the outbox id alone (as binaries before the "at" mark wrote it) is still
+// found by its id, so an upgrade in the middle of a lost answer posts
+// nothing twice.
+func TestOutboxFindsAPostMarkedByAnOlderBinary(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, standIns())
+	tb.slack.AddMessage("C4", "1700000400.000001", "", "U1", "a thread's root")
+	tb.slack.Seed(fakeslack.Message{Channel: "C4", TS: fmt.Sprintf("%d.000002", time.Now().Unix()), ThreadTS: "1700000400.000001", User: fakeslack.BotUserID,
+		BotID: fakeslack.BotID, Text: "posted by the older binary",
+		Metadata: map[string]any{"event_type": "holdfast_outbox", "event_payload": map[string]any{"id": "1"}}})
+	tb.slack.FailNext(1, http.StatusBadGateway, 0) // the lost answer
+	require.NoError(t, tb.addOutbox(&store.SlackOutboxAddParams{DedupeKey: "k", Queue: "C4:1700000400.000001", Method: store.SlackPost,
+		Channel: "C4", ThreadTS: "1700000400.000001", Text: "posted by the older binary"}))
+	tb.eventually(t, func() bool {
+		m, err := tb.store.SlackOutboxGetByKey(tb.ctx, "k")
+		return err == nil && m.Status == store.SlackOutboxSentSt
+	}, 10*time.Second)
+	tb.idle(t)
+	require.Len(t, tb.slack.Delivered("chat.postMessage"), 0, "found, not posted again")
 }

@@ -214,9 +214,26 @@ func (b *Bridge) attempt(ctx, rec context.Context, m *store.SlackOutboxMsg, log 
 }
 
 // outboxEventType is the message metadata event type of every post: its
-// payload, {"id": "<outbox id>"}, is how a post whose answer was lost is
-// found in Slack again (SPEC §5).
+// payload, {"id": "<outbox id>", "at": "<when it was queued, in µs>"}, is
+// how a post whose answer was lost is found in Slack again (SPEC §5). The
+// id alone is not enough: another database posting as the same bot (a
+// second deployment, or this one before a restore from backup) numbers its
+// messages alike, but not at the same microsecond.
 const outboxEventType = "holdfast_outbox"
+
+// outboxMark is m's metadata payload.
+func outboxMark(m *store.SlackOutboxMsg) map[string]any {
+	return map[string]any{"id": strconv.FormatInt(m.ID, 10), "at": strconv.FormatInt(m.CreatedAt.UnixMicro(), 10)}
+}
+
+// marks reports whether a post's metadata payload marks m. A post made
+// before marks carried "at" is matched by its id alone, so upgrading loses
+// no post whose answer was lost.
+func marks(payload map[string]any, m *store.SlackOutboxMsg) bool {
+	want := outboxMark(m)
+	at, ok := payload["at"]
+	return fmt.Sprint(payload["id"]) == want["id"] && (!ok || fmt.Sprint(at) == want["at"])
+}
 
 // Bounds of the search for an earlier attempt. lookupSkew widens it back
 // from the first attempt, because Slack's clock (which gives ts) may be
@@ -264,8 +281,7 @@ func (b *Bridge) post(ctx context.Context, m *store.SlackOutboxMsg, opts []slack
 	if err := b.store.SlackOutboxAttempt(ctx, m.ID, m.Claim); err != nil {
 		return "", fmt.Errorf("record the attempt before posting: %w", err)
 	}
-	opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{EventType: outboxEventType,
-		EventPayload: map[string]any{"id": strconv.FormatInt(m.ID, 10)}}))
+	opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{EventType: outboxEventType, EventPayload: outboxMark(m)}))
 	_, ts, err := b.api.PostMessageContext(ctx, m.Channel, opts...)
 	return ts, err
 }
@@ -283,7 +299,6 @@ func (b *Bridge) findPosted(ctx context.Context, m *store.SlackOutboxMsg) (strin
 	if err != nil {
 		return "", false, err
 	}
-	id := strconv.FormatInt(m.ID, 10)
 	oldest := slackTS(m.AttemptedAt.Add(-lookupSkew))
 	cursor := ""
 	for range lookupPages {
@@ -314,7 +329,7 @@ func (b *Bridge) findPosted(ctx context.Context, m *store.SlackOutboxMsg) (strin
 		}
 		for _, msg := range msgs {
 			md := msg.Metadata
-			if md.EventType == outboxEventType && fmt.Sprint(md.EventPayload["id"]) == id && msg.BotID == bot {
+			if md.EventType == outboxEventType && marks(md.EventPayload, m) && msg.BotID == bot {
 				return msg.Timestamp, true, nil
 			}
 		}
