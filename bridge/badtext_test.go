@@ -1,8 +1,10 @@
 package bridge_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -36,7 +38,15 @@ func TestSlackTextWithNULIsRefused(t *testing.T) {
 	tb.event(t, "EvN4", mention("CN", "U3", tb.ts(), "", "draft-memo Eels\x00"))
 	refused("U3")
 
-	status, body := tb.slash(t, "U1", "CN", "run draft-memo Kelp\x00")
+	// Bytes that are not UTF-8 in an event's JSON (which decodes them to
+	// U+FFFD) are refused as a NUL is.
+	raw := eventBody("EvN6", mention("CN", "U4", tb.ts(), root, "draft-memo Reeds MARK"))
+	raw = bytes.Replace(raw, []byte("MARK"), []byte{0xff, 0xfe}, 1)
+	status, body := tb.post(t, "/slack/events", "application/json", raw)
+	require.Equal(t, http.StatusOK, status, body)
+	tb.waitEphemeral(t, "U4", func(text string) bool { return strings.Contains(text, "is not valid UTF-8") }, root)
+
+	status, body = tb.slash(t, "U1", "CN", "run draft-memo Kelp\x00")
 	require.Equal(t, http.StatusOK, status)
 	var resp map[string]string
 	require.NoError(t, json.Unmarshal([]byte(body), &resp), body)
@@ -59,6 +69,20 @@ func TestSlackTextWithNULIsRefused(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &answer), body)
 	require.Equal(t, "errors", answer.ResponseAction)
 	require.Equal(t, map[string]string{"brief": "This field contains a NUL byte."}, answer.Errors)
+	submit := map[string]any{"type": "view_submission", "user": map[string]any{"id": "U1"},
+		"view": map[string]any{"id": "VBAD", "type": "modal", "callback_id": "run_workflow",
+			"private_metadata": `{"channel":"CN","threadTs":"` + root + `"}`,
+			"state": map[string]any{"values": map[string]any{
+				"workflow": map[string]any{"workflow": map[string]any{"type": "static_select", "selected_option": map[string]any{"value": "/draft-memo"}}},
+				"brief":    map[string]any{"brief": map[string]any{"type": "plain_text_input", "value": "Herons MARK"}},
+			}}}}
+	payload, err := json.Marshal(submit)
+	require.NoError(t, err)
+	payload = bytes.Replace(payload, []byte("MARK"), []byte{0xff}, 1)
+	status, body = tb.post(t, "/slack/interactions", "application/x-www-form-urlencoded", []byte(url.Values{"payload": {string(payload)}}.Encode()))
+	require.Equal(t, http.StatusOK, status)
+	require.NoError(t, json.Unmarshal([]byte(body), &answer), body)
+	require.Equal(t, map[string]string{"brief": "This field is not valid UTF-8."}, answer.Errors)
 
 	tb.quiet(t)
 	require.Equal(t, before, tb.eventTypes(t, ses.ID), "nothing recorded in the thread")

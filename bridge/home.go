@@ -101,8 +101,19 @@ func (b *Bridge) homeView(ctx context.Context, user string) (*slack.HomeTabViewR
 		slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, "Holdfast", false, false)),
 	}
 	if !steward {
-		blocks = append(blocks, mrkdwnSection("You are not a steward, so no holds wait for your decision. "+
-			"Stewards are listed in `SLACK_STEWARDS`, or are console stewards with your Slack account linked."))
+		stewards, err := b.engine.SlackStewards(ctx)
+		if err != nil {
+			return nil, err
+		}
+		who := "No one in Slack is a steward yet; an admin can make someone one."
+		if len(stewards) > 0 {
+			mentions := make([]string, len(stewards))
+			for i, s := range stewards {
+				mentions[i] = "<@" + s + ">"
+			}
+			who = "The stewards here are " + engine.Names(mentions) + "."
+		}
+		blocks = append(blocks, mrkdwnSection("You are not a steward, so no holds wait for your decision. "+who))
 	} else {
 		holds, err := b.store.HoldList(ctx, &store.HoldListParams{Status: store.HoldOpen, Limit: homeHolds + 1})
 		if err != nil {
@@ -138,7 +149,7 @@ func (b *Bridge) homeView(ctx context.Context, user string) (*slack.HomeTabViewR
 		for _, r := range runs {
 			// A title is markdown its asker wrote: plain text in a link's
 			// label. An untitled run is named by its workflow.
-			fmt.Fprintf(&sb, "• `%s` <%s/runs/%s|%s>", esc(r.Status), b.cfg.BaseURL, r.ID, mrkdwn.Label([]byte(engine.RunTitle(r)), 150))
+			fmt.Fprintf(&sb, "• %s <%s/runs/%s|%s>", runState(r.Status), b.cfg.BaseURL, r.ID, mrkdwn.Label([]byte(engine.RunTitle(r)), 150))
 			if runTitle(r) != "" {
 				fmt.Fprintf(&sb, " — `%s`", esc(r.Command))
 			}
@@ -149,6 +160,19 @@ func (b *Bridge) homeView(ctx context.Context, user string) (*slack.HomeTabViewR
 	blocks = append(blocks, slack.NewDividerBlock(),
 		mrkdwnContext(fmt.Sprintf("<%s/|Open the Holdfast console>", b.cfg.BaseURL)))
 	return &slack.HomeTabViewRequest{Type: slack.VTHomeTab, Blocks: slack.Blocks{BlockSet: blocks}}, nil
+}
+
+// runState says a run's status as its asker reads it.
+func runState(status string) string {
+	switch status {
+	case store.RunSuspended:
+		return "_waiting for a steward_"
+	case store.RunSucceeded:
+		return "_done_"
+	case store.RunRecoveryExhausted:
+		return "_failed_"
+	}
+	return "_" + esc(strings.ReplaceAll(status, "_", " ")) + "_"
 }
 
 // homeHold is one hold in a steward's Home: what it is, how long it has

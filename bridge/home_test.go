@@ -82,8 +82,10 @@ func TestAppHome(t *testing.T) {
 	tb.event(t, "EvA2", homeOpened("U1"))
 	home := tb.homeHas(t, "U1", func(h string) bool { return strings.Contains(h, "Your recent runs") }, "U1's Home")
 	require.Contains(t, home, "You are not a steward")
+	require.Contains(t, home, "The stewards here are <@USTEWARD> and <@USTEWARD2>.", "who they may ask, not a setting's name")
+	require.NotContains(t, home, "SLACK_STEWARDS")
 	require.NotContains(t, home, "hold_approve")
-	require.Contains(t, home, "`suspended` <http://holdfast.test/runs/")
+	require.Contains(t, home, "_waiting for a steward_ <http://holdfast.test/runs/")
 	require.Contains(t, home, "|Otters>", "the run's title")
 
 	tb.event(t, "EvA3", homeOpened("USTEWARD"))

@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 
@@ -133,12 +135,19 @@ type viewAnswer struct {
 
 // badInputs answers the modal's inputs that break the text rule every
 // surface keeps (SPEC §7), by block id, or nil: such a submission is
-// refused before it is stored, and the person can mend it in place.
-func badInputs(v *View) *viewAnswer {
+// refused before it is stored, and the person can mend it in place. In a
+// payload that is not UTF-8 the inputs holding U+FFFD are the ones JSON
+// decoding mended.
+func badInputs(v *View, payload []byte) *viewAnswer {
+	valid := utf8.Valid(payload)
 	var errs map[string]string
 	for block, inputs := range v.State.Values {
 		for _, in := range inputs {
-			if err := store.CheckText("This field", in.Value, 0); err != nil {
+			err := store.CheckText("This field", in.Value, 0)
+			if err == nil && !valid && strings.ContainsRune(in.Value, utf8.RuneError) {
+				err = store.Refuse(store.ErrInvalid, "This field is not valid UTF-8")
+			}
+			if err != nil {
 				if errs == nil {
 					errs = map[string]string{}
 				}
@@ -173,7 +182,7 @@ func (b *Bridge) interaction(ctx context.Context, in *Interaction, payload []byt
 		}
 	case "view_submission":
 		keep = in.View.CallbackID == callbackReview || in.View.CallbackID == callbackRunWorkflow
-		if bad := badInputs(&in.View); keep && bad != nil {
+		if bad := badInputs(&in.View, payload); keep && bad != nil {
 			return bad, nil
 		}
 	case "message_action":

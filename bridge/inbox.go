@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -368,9 +369,14 @@ func actor(user string) string { return "slack:" + user }
 // refuseText holds Slack text to the rule every surface keeps (SPEC §7:
 // UTF-8 without NUL bytes). A message that breaks it is neither recorded
 // nor acted on: the sender is told why, in the thread, and only they see
-// it. refused reports that text broke the rule.
+// it. refused reports that text broke the rule. A delivery that is not
+// UTF-8 is refused as a whole: its JSON decoded with U+FFFD in place of
+// the bytes, so text no longer shows where they were.
 func (b *Bridge) refuseText(ctx context.Context, it *store.SlackInboxItem, channel, threadTS, user, what, text string) (refused bool, err error) {
 	bad := store.CheckText(what, text, 0)
+	if bad == nil && !utf8.Valid(it.Body) {
+		bad = store.Refuse(store.ErrInvalid, "%s is not valid UTF-8", what)
+	}
 	if bad == nil {
 		return false, nil
 	}
@@ -379,7 +385,7 @@ func (b *Bridge) refuseText(ctx context.Context, it *store.SlackInboxItem, chann
 
 // refusedText is what a sender is told of text the bridge refused.
 func refusedText(err error) string {
-	return ":warning: I did nothing with that: " + store.ReasonOf(err) + ". Send it again without it."
+	return ":warning: I did nothing with that: " + store.ReasonOf(err) + ". Please send it again as plain text."
 }
 
 // reply queues a bridge-authored line in the delivery's thread; its dedupe

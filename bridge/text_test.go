@@ -92,6 +92,17 @@ func TestConsoleMessagePostedToThread(t *testing.T) {
 	require.NoError(t, err)
 	relayed := tb.waitPost(t, "CC", root, func(c fakeslack.Call) bool { return strings.HasPrefix(c.Form["text"], "*ada* (console): ") })
 	require.Equal(t, "*ada* (console): Looks good &lt;b&gt;to me&lt;/b&gt; &amp; ship it", relayed.Form["text"])
+	// The template model's answer goes into the thread too, written as
+	// Slack takes commands: a message starting with "/" never reaches us.
+	tb.eventually(t, func() bool {
+		n := 0
+		for _, p := range tb.posts("CC", root) {
+			if strings.Contains(text(p), "Session commands: status, terminate, compact.") {
+				n++
+			}
+		}
+		return n == 2
+	}, 10*time.Second, "answered in Slack's form, to the console message as to the mention")
 
 	// Through the API with a key: the key as its owner named it.
 	k, err := tb.store.APIKeyCreate(tb.ctx, &store.APIKey{Name: "nightly digest", Role: store.RoleSteward, KeyHash: "hash-nightly"})

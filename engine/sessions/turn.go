@@ -444,6 +444,11 @@ func truncate(s string, n int) string {
 // with any model; otherwise the template model answers with help and an
 // OpenAI-compatible one answers from the transcript with tools.
 func (s *Service) runTurn(ctx context.Context, ses *store.Session, t *turn, text, actor, via string, msg *store.Event) (string, error) {
+	if ses.Platform == channelPlatforms["slack"] {
+		// Its answers are posted in its Slack thread, whoever asked from
+		// where: written as Slack takes them.
+		via = ViaSlack
+	}
 	if strings.HasPrefix(text, "/") {
 		return s.slashTurn(ctx, ses, text, actor, via, msg)
 	}
