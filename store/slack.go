@@ -117,6 +117,8 @@ type SlackStore interface {
 	// Thread load class name speakers without asking Slack each time.
 	SlackUserGet(ctx context.Context, id string) (*SlackUser, error)
 	SlackUserPut(ctx context.Context, u *SlackUser) error
+	// SlackUserList lists every cached Slack user, by id.
+	SlackUserList(ctx context.Context) ([]*SlackUser, error)
 
 	// SlackBackfill* keep the thread backfills of SPEC §5 (see
 	// SlackBackfill): durable, so a fetch cut short by a rate limit, a

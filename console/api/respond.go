@@ -261,7 +261,7 @@ func checkQuery(next http.Handler) http.Handler {
 			return
 		}
 		if err := store.CheckFields("query parameter", q); err != nil {
-			WriteError(w, http.StatusBadRequest, err.Error())
+			WriteError(w, http.StatusBadRequest, store.ReasonOf(err))
 			return
 		}
 		next.ServeHTTP(w, r)

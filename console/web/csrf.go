@@ -94,7 +94,7 @@ func (c *Console) readInput(next http.Handler) http.Handler {
 			return
 		}
 		if err := store.CheckFields("query parameter", q); err != nil {
-			c.errorPage(w, r, http.StatusBadRequest, "Bad request", err.Error())
+			c.errorPage(w, r, http.StatusBadRequest, "Bad request", store.ReasonOf(err)+".")
 			return
 		}
 		if safeMethod(r.Method) {
@@ -123,7 +123,7 @@ func (c *Console) readInput(next http.Handler) http.Handler {
 			return
 		}
 		if err := store.CheckFields("form field", r.PostForm); err != nil {
-			c.errorPage(w, r, http.StatusBadRequest, "Bad request", err.Error())
+			c.errorPage(w, r, http.StatusBadRequest, "Bad request", store.ReasonOf(err)+".")
 			return
 		}
 		next.ServeHTTP(w, r)

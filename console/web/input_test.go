@@ -66,6 +66,7 @@ func TestFormInput(t *testing.T) {
 		status, body := c.get(q)
 		require.Equal(t, http.StatusBadRequest, status, "%s: a search that cannot be text is refused, never the unfiltered list", q)
 		require.Contains(t, body, "query parameter")
+		require.NotContains(t, body, "invalid: ", "a sentence, no error kind before it")
 	}
 }
 

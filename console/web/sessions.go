@@ -379,6 +379,15 @@ func (c *Console) userNames(ctx context.Context) map[string]string {
 	for _, u := range users {
 		out["user:"+u.ID] = u.Username
 	}
+	// Slack users by the name the bridge cached for them (the one their
+	// messages show).
+	if slack, err := c.Store.SlackUserList(ctx); err == nil {
+		for _, u := range slack {
+			if u.Name != "" {
+				out["slack:"+u.ID] = u.Name
+			}
+		}
+	}
 	// API keys by the name their owner gave them, under both ids the
 	// engine writes for a key: an owner's key:<id> and a decider's.
 	if keys, err := c.Store.APIKeyList(ctx); err == nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/holdfast-bot/holdfast/engine"
 	"github.com/holdfast-bot/holdfast/engine/sessions"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/storetest"
@@ -298,6 +299,22 @@ func TestSessionEndNamesWhoEndedIt(t *testing.T) {
 	_, page := c.get("/sessions/" + s.ID)
 	require.Contains(t, page, "terminated by steward")
 	require.NotContains(t, page, u.ID)
+}
+
+// TestTranscriptNamesSlackUsers: a Slack user is named in the transcript by
+// the name the bridge cached for them, wherever they act (a posture change,
+// an event with no speaker of its own), never as an id.
+func TestTranscriptNamesSlackUsers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	s := b.session(t, "Named people", "", sessions.ViaConsole)
+	require.NoError(t, b.db.SlackUserPut(ctx, &store.SlackUser{ID: "USTELLA", Name: "Stella Steward"}))
+	_, err := b.sess.SetPolicy(ctx, s.ID, store.PolicyManual, engine.Decider{SlackUserID: "USTELLA", Via: "slack"})
+	require.NoError(t, err)
+	_, page := b.signedIn(t, "viewer").get("/sessions/" + s.ID)
+	require.Contains(t, page, "Stella Steward")
+	require.NotContains(t, page, "USTELLA")
 }
 
 // TestTranscriptShowsSpeakersAndToolCalls: a message shows the speaker

@@ -23,6 +23,23 @@ func (db *DB) SlackUserGet(ctx context.Context, id string) (*store.SlackUser, er
 	return &u, nil
 }
 
+// SlackUserList lists every cached Slack user, by id.
+func (db *DB) SlackUserList(ctx context.Context) ([]*store.SlackUser, error) {
+	out, err := queryAll(ctx, db.r, func(r scanner) (*store.SlackUser, error) {
+		var (
+			u       store.SlackUser
+			fetched string
+		)
+		err := r.Scan(&u.ID, &u.Name, &fetched)
+		u.FetchedAt = parseTime(fetched)
+		return &u, err
+	}, `SELECT id, name, fetched_at FROM slack_users ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("slack user list: %w", err)
+	}
+	return out, nil
+}
+
 // SlackUserPut caches a Slack user name.
 func (db *DB) SlackUserPut(ctx context.Context, u *store.SlackUser) error {
 	if u.ID == "" {

@@ -28,6 +28,10 @@ func runSlackThreads(t *testing.T, newStore func(t *testing.T) store.Store) {
 		require.NoError(t, err)
 		require.Equal(t, store.SlackUser{ID: "U1", Name: "Ada L.", FetchedAt: at.Add(time.Hour)}, *u, "a put replaces the name")
 		require.ErrorIs(t, s.SlackUserPut(ctx, &store.SlackUser{Name: "nobody"}), store.ErrInvalid)
+		require.NoError(t, s.SlackUserPut(ctx, &store.SlackUser{ID: "U0", Name: "Bo", FetchedAt: at}))
+		all, err := s.SlackUserList(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []*store.SlackUser{{ID: "U0", Name: "Bo", FetchedAt: at}, {ID: "U1", Name: "Ada L.", FetchedAt: at.Add(time.Hour)}}, all)
 	})
 
 	t.Run("SlackBackfillPagesOnce", func(t *testing.T) {
