@@ -232,13 +232,18 @@ func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m
 		return err
 	}
 	tell := func(text string) error { return b.ephemeral(ctx, it, "d", m.Channel, root, m.User, text) }
-	// Said first, not after a list of holds the person cannot decide.
+	// A decision of one hold goes to the engine, which refuses and audits
+	// anyone who may not make it; where a steward would be handed a list to
+	// choose from, anyone else is told that they cannot decide instead.
 	steward, err := b.engine.IsSteward(ctx, slackCaller(m.User))
 	if err != nil {
 		return err
 	}
-	if !steward {
-		return tell(b.refusal(ctx, m.User, store.Refuse(store.ErrForbidden, "only stewards may approve or reject holds")))
+	choose := func(text string) error {
+		if !steward {
+			text = b.refusal(ctx, m.User, store.Refuse(store.ErrForbidden, "only stewards may approve or reject holds"))
+		}
+		return tell(text)
 	}
 	decide := func(h *store.Hold, comment string) error {
 		return b.decide(ctx, it, "d", decision{holdID: h.ID, verb: cmd.Name, comment: comment, user: m.User,
@@ -253,7 +258,7 @@ func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m
 	case len(named) == 1:
 		return decide(named[0], rest)
 	case len(named) > 1:
-		return tell(fmt.Sprintf("`%s` names %d open holds in this thread, so I decided nothing. Name one by its full id:\n%s",
+		return choose(fmt.Sprintf("`%s` names %d open holds in this thread, so I decided nothing. Name one by its full id:\n%s",
 			esc(ref), len(named), b.holdList(named)))
 	}
 	if ref != "" {
@@ -283,7 +288,7 @@ func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m
 				text = fmt.Sprintf("`%s` is an open hold of another thread, so I decided nothing here; decide it in its own thread.", esc(ref))
 			}
 			if len(open) > 0 {
-				text += " " + usage + b.holdList(open)
+				return choose(text + " " + usage + b.holdList(open))
 			}
 			return tell(text)
 		}
@@ -299,7 +304,7 @@ func (b *Bridge) decideInThread(ctx context.Context, it *store.SlackInboxItem, m
 		// Meant as a short id, by its length; any other word opens a comment.
 		why = fmt.Sprintf("and `%s` is the short id of none of them, so I decided nothing", esc(ref))
 	}
-	return tell(fmt.Sprintf("This thread has %d open holds, %s. %s%s", len(open), why, usage, b.holdList(open)))
+	return choose(fmt.Sprintf("This thread has %d open holds, %s. %s%s", len(open), why, usage, b.holdList(open)))
 }
 
 func notAlnum(r rune) bool { return !('a' <= r && r <= 'z' || '0' <= r && r <= '9') }

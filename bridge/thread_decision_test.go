@@ -175,8 +175,9 @@ func TestSlackThreadDecisionByShortID(t *testing.T) {
 }
 
 // TestSlackThreadDecisionByNonSteward: someone who may not decide holds
-// is told so first, not handed a list of holds to choose among, and
-// nothing is decided.
+// is told so, not handed a list of holds to choose among, and nothing is
+// decided; an attempt on the thread's one open hold is refused by the
+// engine, and audited, as a click on its card is.
 func TestSlackThreadDecisionByNonSteward(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{real: true, cfg: stewardsCfg})
@@ -195,7 +196,20 @@ func TestSlackThreadDecisionByNonSteward(t *testing.T) {
 		got, err := tb.store.HoldGetByID(tb.ctx, h.ID)
 		require.NoError(t, err)
 		require.Equal(t, store.HoldOpen, got.Status)
+		audit, err := tb.store.HoldDecisionList(tb.ctx, h.ID)
+		require.NoError(t, err)
+		require.Empty(t, audit, "no hold was named: no attempt on one")
 	}
+
+	tb.event(t, "EvNS3", mention("CNS", "USTEWARD", tb.ts(), root, "approve "+engine.ShortHoldID(holds["First"].ID)))
+	tb.quiet(t)
+	tb.event(t, "EvNS4", mention("CNS", "U2", tb.ts(), root, "approve me please"))
+	tb.eventually(t, func() bool { return len(tb.ephemerals("U2")) == 4 }, 10*time.Second)
+	require.Contains(t, tb.ephemerals("U2")[3].Form["text"], "You can't approve this hold")
+	audit, err := tb.store.HoldDecisionList(tb.ctx, holds["Second"].ID)
+	require.NoError(t, err)
+	require.Len(t, audit, 1, "the refused attempt is audited")
+	require.Equal(t, store.AttemptRefused, audit[0].Outcome)
 }
 
 func orOpen(status string) string {
