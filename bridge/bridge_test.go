@@ -453,7 +453,9 @@ func TestDirectMessages(t *testing.T) {
 	require.Equal(t, "slack", ses.Platform)
 
 	tb.event(t, "EvDM2", dm(tb.ts(), "", "help"))
-	tb.waitPost(t, "D1", "", func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "policy manual|auto|yolo") })
+	dmHelp := tb.waitPost(t, "D1", "", func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "policy manual|auto|yolo") })
+	require.Contains(t, dmHelp.Form["text"], "send me", "help in a DM needs no mention, and says so")
+	require.NotContains(t, dmHelp.Form["text"], "mention me")
 	again, err := tb.store.SessionGetByTag(tb.ctx, "slack:D1:dm")
 	require.NoError(t, err)
 	require.Equal(t, ses.ID, again.ID, "the second message continues the DM's one session")

@@ -16,14 +16,19 @@ import (
 	"github.com/holdfast-bot/holdfast/store/transcript"
 )
 
-const helpText = "*Holdfast* — mention me in a thread:\n" +
-	"• `help` — this list\n" +
+// helpText is help in a channel; dmHelpText in a DM, where every message
+// reaches the bot and its top-level messages are one conversation.
+const (
+	helpText   = "*Holdfast* — mention me in a thread:\n" + helpList + "Anything else is a message to me; later replies in the thread reach me without a mention."
+	dmHelpText = "*Holdfast* — send me:\n" + helpList + "Anything else is a message to me."
+)
+
+const helpList = "• `help` — this list\n" +
 	"• `workflows` — live workflows and what they do\n" +
 	"• `&lt;command&gt; &lt;brief&gt;` or `run &lt;command&gt; &lt;brief&gt;` — queue a workflow, e.g. `draft-memo A memo about otters`\n" +
 	"• `status` · `terminate` · `compact` — this thread's session\n" +
 	"• `policy manual|auto|yolo` — how much of this thread's output is held for review\n" +
-	"• `approve [short id] [comment]` · `reject [short id] [reason]` — decide this thread's open hold (stewards; with several, `approve` alone lists their short ids)\n" +
-	"Anything else is a message to me; later replies in the thread reach me without a mention."
+	"• `approve [short id] [comment]` · `reject [short id] [reason]` — decide this thread's open hold (stewards; with several, `approve` alone lists their short ids)\n"
 
 // handleMention runs a mention (or DM): a command, an enqueue, or a chat turn
 // in the thread's session.
@@ -95,6 +100,9 @@ func (b *Bridge) handleMention(ctx context.Context, it *store.SlackInboxItem, m 
 	case isWorkflow:
 		return b.enqueue(ctx, it, m, root, ses.ID, cmd.Name, cmd.Arg, log)
 	case cmd.Name == "" || cmd.Name == "help":
+		if m.ChannelType == "im" {
+			return say(dmHelpText)
+		}
 		return say(helpText)
 	case cmd.Name == "workflows":
 		return say(b.workflowList(ctx))
