@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/holdfast-bot/holdfast/bridge/internal/fakeslack"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/transcript"
 )
@@ -63,6 +62,9 @@ func TestThreadAnswersAreRecorded(t *testing.T) {
 		}
 		require.Equal(t, 1, n, "%q answered once in the thread", a.ask)
 	}
+	for _, p := range posts {
+		require.NotContains(t, text(p), "set this thread's policy", "a policy set in the thread is answered, not announced too")
+	}
 	// Each answer follows its question.
 	var order []string
 	for _, e := range evs {
@@ -73,5 +75,4 @@ func TestThreadAnswersAreRecorded(t *testing.T) {
 	for i := 0; i+1 < len(order); i += 2 {
 		require.Equal(t, []string{store.EventUserMessage, store.EventAssistantMessage}, order[i:i+2], "%v", order)
 	}
-	_ = fakeslack.TeamID
 }

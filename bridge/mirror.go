@@ -153,6 +153,8 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, te
 		return b.holdReminder(ctx, key, channel, thread, e)
 	case transcript.UserMessage:
 		return b.consoleMessage(ctx, key, channel, thread, ev, e)
+	case transcript.PolicySet:
+		return b.policyNotice(ctx, key, channel, thread, ev, e)
 	case transcript.RunFinished:
 		switch e.Status {
 		case store.RunFailed, store.RunCancelled, store.RunRecoveryExhausted:

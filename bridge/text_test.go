@@ -104,6 +104,13 @@ func TestConsoleMessagePostedToThread(t *testing.T) {
 		return n == 2
 	}, 10*time.Second, "answered in Slack's form, to the console message as to the mention")
 
+	// A policy set from the console changes what the thread's next run
+	// holds: the thread is told, as it is told of a policy set there.
+	_, err = tb.sessions.SetPolicy(tb.ctx, ses.ID, store.PolicyManual, engine.Decider{UserID: u.ID, Username: "ada", Role: store.RoleSteward, Via: "console"})
+	require.NoError(t, err)
+	notice := tb.waitPost(t, "CC", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "set this thread's policy") })
+	require.Equal(t, ":gear: *ada* (console) set this thread's policy to `manual`: every output is held for review.", notice.Form["text"])
+
 	// Through the API with a key: the key as its owner named it.
 	k, err := tb.store.APIKeyCreate(tb.ctx, &store.APIKey{Name: "nightly digest", Role: store.RoleSteward, KeyHash: "hash-nightly"})
 	require.NoError(t, err)
