@@ -49,7 +49,7 @@ func (db *DB) UsageList(ctx context.Context, p *store.UsageListParams) ([]*store
 const (
 	edgeRunCounts = `SELECT error_kind, COUNT(*) FROM workflow_runs
 		WHERE status IN ('failed', 'recovery_exhausted') AND finished_at >= $1 GROUP BY error_kind`
-	edgeRunLatest = `SELECT id, session_id, command, error, finished_at FROM workflow_runs
+	edgeRunLatest = `SELECT id, session_id, command, owner_uid, error, finished_at FROM workflow_runs
 		WHERE status IN ('failed', 'recovery_exhausted') AND error_kind = $1 AND finished_at >= $2
 		ORDER BY finished_at DESC LIMIT $3`
 	edgeHoldCount  = `SELECT COUNT(*) FROM holds WHERE decided_via = 'timeout' AND decided_at >= $1`
@@ -120,7 +120,7 @@ func (db *DB) EdgeList(ctx context.Context, p *store.EdgeListParams) ([]*store.E
 	for _, k := range kinds {
 		ex, err := queryAll(ctx, tx, func(row scanner) (*store.EdgeExample, error) {
 			var e store.EdgeExample
-			err := row.Scan(&e.RunID, &e.SessionID, &e.Command, &e.Message, &e.At)
+			err := row.Scan(&e.RunID, &e.SessionID, &e.Command, &e.By, &e.Message, &e.At)
 			e.Message = clip(e.Message)
 			return &e, err
 		}, edgeRunLatest, k.kind, since, latest)

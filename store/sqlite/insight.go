@@ -70,7 +70,7 @@ func (db *DB) UsageList(ctx context.Context, p *store.UsageListParams) ([]*store
 const (
 	edgeRunCounts = `SELECT error_kind, COUNT(*) FROM workflow_runs INDEXED BY runs_failed
 		WHERE status IN ('failed', 'recovery_exhausted') AND finished_at >= ? GROUP BY error_kind`
-	edgeRunLatest = `SELECT id, session_id, command, error, finished_at FROM workflow_runs INDEXED BY runs_failed
+	edgeRunLatest = `SELECT id, session_id, command, owner_uid, error, finished_at FROM workflow_runs INDEXED BY runs_failed
 		WHERE status IN ('failed', 'recovery_exhausted') AND error_kind = ? AND finished_at >= ?
 		ORDER BY finished_at DESC LIMIT ?`
 	edgeHoldCount = `SELECT COUNT(*) FROM holds INDEXED BY holds_timed_out
@@ -148,7 +148,7 @@ func (db *DB) EdgeList(ctx context.Context, p *store.EdgeListParams) ([]*store.E
 				e  store.EdgeExample
 				at string
 			)
-			err := row.Scan(&e.RunID, &e.SessionID, &e.Command, &e.Message, &at)
+			err := row.Scan(&e.RunID, &e.SessionID, &e.Command, &e.By, &e.Message, &at)
 			e.At, e.Message = parseTime(at), clip(e.Message)
 			return &e, err
 		}, edgeRunLatest, k.kind, since, latest)

@@ -27,7 +27,7 @@ func runInsight(t *testing.T, newStore func(t *testing.T) store.Store) {
 	runAt := func(t *testing.T, s store.Store, wf, command, key, sessionID string, now time.Time) *store.Run {
 		t.Helper()
 		p := &store.QueueItemInsertParams{ID: store.NewID("itm"), WorkflowMemoID: wf, Command: command, DedupeKey: key,
-			SessionID: sessionID, TraceContext: "00-" + key + "-01"}
+			SessionID: sessionID, TraceContext: "00-" + key + "-01", OwnerUID: "slack:U" + key}
 		if sessionID == "" {
 			p.NewSession = &store.SessionCreateParams{Origin: store.OriginWorkflow, Policy: "auto"}
 		}
@@ -240,7 +240,9 @@ func runInsight(t *testing.T, newStore func(t *testing.T) store.Store) {
 			count  int64
 			check  func(e *store.EdgeExample) bool
 		}{
-			"guard":                    {store.EdgeSourceRun, 1, func(e *store.EdgeExample) bool { return e.RunID == guard.ID && e.Command == "/w" }},
+			"guard": {store.EdgeSourceRun, 1, func(e *store.EdgeExample) bool {
+				return e.RunID == guard.ID && e.Command == "/w" && e.By == "slack:Ug1" // who asked for it
+			}},
 			"model":                    {store.EdgeSourceRun, 1, func(e *store.EdgeExample) bool { return e.RunID == model.ID && e.SessionID == model.SessionID }},
 			store.RunRecoveryExhausted: {store.EdgeSourceRun, 1, func(e *store.EdgeExample) bool { return e.RunID == stuck.ID }},
 			store.EdgeHoldTimeout:      {store.EdgeSourceHold, 1, func(e *store.EdgeExample) bool { return e.HoldID == h.ID && e.RunID == held.ID }},
