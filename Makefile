@@ -81,3 +81,4 @@ fuzz:
 	go test -run='^$$' -fuzz=FuzzParseEvent -fuzztime=$(FUZZTIME) ./bridge
 	go test -run='^$$' -fuzz=FuzzParseInteraction -fuzztime=$(FUZZTIME) ./bridge
 	go test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./console/api
+	go test -run='^$$' -fuzz=FuzzEmphasis -fuzztime=$(FUZZTIME) ./bridge/mrkdwn

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/holdfast-bot/holdfast/bridge/mrkdwn"
 	"github.com/holdfast-bot/holdfast/store"
 	"github.com/holdfast-bot/holdfast/store/transcript"
 )
@@ -22,8 +23,10 @@ var slackRef = regexp.MustCompile(`<([^<>]*)>`)
 // [label](url) (a bare <url> its URL), user mentions @display name (looked
 // up with users.info and cached; fetch false uses the cache alone, for
 // paths that must not wait on Slack), channels #name, special mentions
-// @here, and the entities Slack escapes (&amp; &lt; &gt;) are decoded.
+// @here, the entities Slack escapes (&amp; &lt; &gt;) are decoded, and
+// Slack's *bold* and ~strike~ are written as Markdown writes them.
 func (b *Bridge) markdown(ctx context.Context, text string, fetch bool) string {
+	text = mrkdwn.Emphasis(text)
 	var sb strings.Builder
 	last := 0
 	for _, loc := range slackRef.FindAllStringSubmatchIndex(text, -1) {

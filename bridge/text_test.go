@@ -41,6 +41,8 @@ func TestSlackTextRecordedAsMarkdown(t *testing.T) {
 		{"UserGroup", "<!subteam^S1|@oncall>", "@oncall"},
 		{"Date", "<!date^1392734382^{date}|Feb 18, 2014>", "Feb 18, 2014"},
 		{"Entities", "a &lt;b&gt; &amp; c &amp;lt;", "a <b> & c &lt;"},
+		{"Bold", "this is *important*, see <https://x.example|*the docs*>", "this is **important**, see [*the docs*](https://x.example)"},
+		{"Strike", "~not this~ `*code*`", "~~not this~~ `*code*`"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := tb.ts()
