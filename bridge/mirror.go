@@ -155,6 +155,12 @@ func (b *Bridge) mirrorEvent(ctx context.Context, ev *store.SlackMirrorEvent, te
 		return b.consoleMessage(ctx, key, channel, thread, ev, e)
 	case transcript.PolicySet:
 		return b.policyNotice(ctx, key, channel, thread, ev, e)
+	case transcript.Command:
+		// A session command from outside Slack, said in the thread before
+		// its answer (mirrored as any reply is) or its effects.
+		if who, ok := b.outsider(ctx, ev.Actor); ok {
+			return line(who + ": `" + esc(e.Command) + "`")
+		}
 	case transcript.RunFinished:
 		switch e.Status {
 		case store.RunFailed, store.RunCancelled, store.RunRecoveryExhausted:

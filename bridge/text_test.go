@@ -113,6 +113,14 @@ func TestConsoleMessagePostedToThread(t *testing.T) {
 	notice := tb.waitPost(t, "CC", root, func(c fakeslack.Call) bool { return strings.Contains(c.Form["text"], "set this thread's policy") })
 	require.Equal(t, ":gear: *ada* (console) set this thread's policy to `manual`: every output is held for review.", notice.Form["text"])
 
+	// A command typed in the console is said in the thread before its
+	// answer, so the answer answers something there.
+	_, err = tb.sessions.Message(tb.ctx, ses.ID, "/status", engine.Decider{UserID: u.ID, Username: "ada", Role: store.RoleSteward, Via: "console"}, true)
+	require.NoError(t, err)
+	asked := tb.waitPost(t, "CC", root, func(c fakeslack.Call) bool { return c.Form["text"] == "*ada* (console): `/status`" })
+	answered := tb.waitPost(t, "CC", root, func(c fakeslack.Call) bool { return strings.Contains(text(c), "Status") && c.TS > asked.TS })
+	require.NotEmpty(t, answered.TS)
+
 	// Through the API with a key: the key as its owner named it.
 	k, err := tb.store.APIKeyCreate(tb.ctx, &store.APIKey{Name: "nightly digest", Role: store.RoleSteward, KeyHash: "hash-nightly"})
 	require.NoError(t, err)
