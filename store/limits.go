@@ -32,6 +32,14 @@ const (
 	// refused: whatever lies past the caps is ignored.
 	MaxSearchTerms = 32
 	MaxSearchChars = 1000
+	// MaxRankedMatches bounds the matches a text search ranks by relevance:
+	// ranking costs the stores some 10-15 µs a match (32 terms, or one,
+	// matching all of a 10,000-memo library: 100-150 ms), so a search
+	// matching more ranks its MaxRankedMatches newest matches, by when each
+	// memo was created, and leaves the older ones out. Such a search is too
+	// broad for its 50 best to mean much; the newest are the likelier to be
+	// wanted.
+	MaxRankedMatches = 1000
 	// MaxValueDepth bounds how deeply a payload or a context nests. The
 	// stores read these values with their JSON functions, which stop
 	// somewhere (SQLite's at 1,000 levels): a value past that would fail

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -258,6 +259,13 @@ func memoSearchQuery(p *store.MemoSearchParams) (q string, args []any, fts bool)
 	}
 	for _, tag := range tags {
 		where = append(where, "EXISTS (SELECT 1 FROM memo_tags x WHERE x.memo_id = m.id AND "+sameTag("x.tag", arg(tag))+")")
+	}
+	if tsq != "" {
+		// Only the store.MaxRankedMatches newest matches are ranked:
+		// matched once, then the newest read back by primary key to rank.
+		q = `WITH matched AS MATERIALIZED (SELECT m.id, m.created_at FROM memos m WHERE ` + strings.Join(where, " AND ") + `)
+			SELECT ` + cols + ` FROM memos m`
+		where = []string{`m.id IN (SELECT id FROM matched ORDER BY created_at DESC LIMIT ` + strconv.Itoa(store.MaxRankedMatches) + `)`}
 	}
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")

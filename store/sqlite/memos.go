@@ -262,12 +262,12 @@ func memoSearchQuery(p *store.MemoSearchParams) (q string, args []any, fts bool)
 		args = append(args, tag)
 	}
 	if match != "" {
-		// Only the maxRanked newest matches are ranked: the same query,
-		// walked newest first, finds the oldest of them (its FROM and
-		// aliases shadow the outer ones).
+		// Only the store.MaxRankedMatches newest matches are ranked: the
+		// same query, walked newest first, finds the oldest of them (its
+		// FROM and aliases shadow the outer ones).
 		cond := strings.Join(where, " AND ")
 		where = append(where, `memos_fts.rowid >= coalesce((SELECT memos_fts.rowid FROM memos_fts CROSS JOIN memos m ON m.rowid = memos_fts.rowid
-			WHERE `+cond+` ORDER BY memos_fts.rowid DESC LIMIT 1 OFFSET `+strconv.Itoa(maxRanked-1)+`), 0)`)
+			WHERE `+cond+` ORDER BY memos_fts.rowid DESC LIMIT 1 OFFSET `+strconv.Itoa(store.MaxRankedMatches-1)+`), 0)`)
 		args = append(args, args...)
 	}
 	if len(where) > 0 {
@@ -275,14 +275,6 @@ func memoSearchQuery(p *store.MemoSearchParams) (q string, args []any, fts bool)
 	}
 	return q + ` ORDER BY ` + order + ` LIMIT ? OFFSET ?`, append(args, limit, max(p.Offset, 0)), match != ""
 }
-
-// maxRanked bounds the matches a text search ranks: bm25 costs some 10 µs
-// a match when 32 terms match every memo (a 10,000-memo library: 100 ms of
-// ranking, against 30 ms to match), so a search matching more than this
-// ranks its newest maxRanked matches (by when each memo was created) and
-// leaves the older ones out. Such a search is too broad for its 50 best to
-// mean much; the newest are the likelier to be wanted.
-const maxRanked = 1000
 
 // ftsQuery turns any user text into a safe FTS5 query, so search text is
 // never a syntax error and its cost is bounded (SPEC §7):

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,47 @@ import (
 // syntax error of the store's query dialect, and its cost is bounded.
 func runSearch(t *testing.T, newStore func(t *testing.T) store.Store) {
 	ctx := context.Background()
+
+	t.Run("MemoSearchRanksTheNewestMatches", func(t *testing.T) {
+		// A search matching more than store.MaxRankedMatches memos ranks
+		// the newest of those its filters keep: a filter keeping only
+		// older memos still finds them, and the best match among the
+		// newest ranks first.
+		t.Parallel()
+		s := newStore(t)
+		var old []string
+		for i := range store.MaxRankedMatches + 200 {
+			p := &store.MemoCreateParams{Title: fmt.Sprintf("Memo %d", i), Body: "otters and kelp"}
+			switch {
+			case i < 10: // the oldest, the only ones tagged, and matching best but for the title
+				p.Tags, p.Body = []string{"old"}, "otters, otters, otters and kelp"
+			case i == store.MaxRankedMatches+100:
+				p.Title = "Otters" // the best match, among the newest
+			}
+			m, err := s.MemoCreate(ctx, p)
+			require.NoError(t, err)
+			if i < 10 {
+				old = append(old, m.ID)
+			}
+		}
+		ids := func(ms []*store.Memo) []string {
+			out := make([]string, len(ms))
+			for i, m := range ms {
+				out[i] = m.ID
+			}
+			return out
+		}
+		found, err := s.MemoSearch(ctx, &store.MemoSearchParams{Query: "otters", Tags: []string{"old"}, Limit: 50})
+		require.NoError(t, err)
+		require.ElementsMatch(t, old, ids(found), "the filter is applied before the newest are taken")
+		found, err = s.MemoSearch(ctx, &store.MemoSearchParams{Query: "otters", Limit: 50})
+		require.NoError(t, err)
+		require.Len(t, found, 50)
+		require.Equal(t, "Otters", found[0].Title)
+		for _, id := range ids(found) {
+			require.NotContains(t, old, id, "older than the newest %d matches", store.MaxRankedMatches)
+		}
+	})
 
 	t.Run("MemoSearchAnyTextIsValid", func(t *testing.T) {
 		t.Parallel()
