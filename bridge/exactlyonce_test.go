@@ -110,47 +110,45 @@ func TestOutboxPostsWhatASearchDoesNotFind(t *testing.T) {
 	require.Len(t, tb.slack.Calls("conversations.replies"), 2, "each retry looks first")
 }
 
-// TestOutboxTakesNoOtherDatabasesPost: a post of the same bot carrying the
-// same outbox id but written from another database (a second deployment
-// sharing the bot, or this one before a restore from backup) is not taken
-// for this message's earlier attempt: the message is posted.
-func TestOutboxTakesNoOtherDatabasesPost(t *testing.T) {
+// TestOutboxMatchesOnlyItsOwnMark: after an attempt whose answer was lost,
+// a post of the same bot carrying the same outbox id is taken for it only
+// when it was queued at the same microsecond too. One written from another
+// database (a second deployment sharing the bot, or this one before a
+// restore from backup) is not, and the message is posted; one marked by id
+// alone (as binaries before the "at" mark wrote it) still is, so an upgrade
+// in the middle of a lost answer posts nothing twice.
+func TestOutboxMatchesOnlyItsOwnMark(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, standIns())
-	tb.slack.AddMessage("C3", "1700000300.000001", "", "U1", "a thread's root")
-	// Posted a moment ago: the search reads back from the first attempt.
-	tb.slack.Seed(fakeslack.Message{Channel: "C3", TS: fmt.Sprintf("%d.000002", time.Now().Unix()), ThreadTS: "1700000300.000001", User: fakeslack.BotUserID,
-		BotID: fakeslack.BotID, Text: "another database's message",
-		Metadata: map[string]any{"event_type": "holdfast_outbox", "event_payload": map[string]any{"id": "1", "at": "1600000000000000"}}})
-	tb.slack.FailNext(1, http.StatusBadGateway, 0) // the first attempt, so the retry looks first
-	require.NoError(t, tb.addOutbox(&store.SlackOutboxAddParams{DedupeKey: "k", Queue: "C3:1700000300.000001", Method: store.SlackPost,
-		Channel: "C3", ThreadTS: "1700000300.000001", Text: "this database's message"}))
-	m, err := tb.store.SlackOutboxGetByKey(tb.ctx, "k")
-	require.NoError(t, err)
-	require.Equal(t, int64(1), m.ID, "the id the other database's post carries")
-	tb.waitPost(t, "C3", "1700000300.000001", func(c fakeslack.Call) bool { return c.Form["text"] == "this database's message" })
-	tb.idle(t)
-	require.Len(t, tb.slack.Calls("conversations.replies"), 1, "the retry looked first")
-}
-
-// TestOutboxFindsAPostMarkedByAnOlderBinary: a post whose metadata carries
-// the outbox id alone (as binaries before the "at" mark wrote it) is still
-// found by its id, so an upgrade in the middle of a lost answer posts
-// nothing twice.
-func TestOutboxFindsAPostMarkedByAnOlderBinary(t *testing.T) {
-	t.Parallel()
-	tb := setup(t, standIns())
-	tb.slack.AddMessage("C4", "1700000400.000001", "", "U1", "a thread's root")
-	tb.slack.Seed(fakeslack.Message{Channel: "C4", TS: fmt.Sprintf("%d.000002", time.Now().Unix()), ThreadTS: "1700000400.000001", User: fakeslack.BotUserID,
-		BotID: fakeslack.BotID, Text: "posted by the older binary",
-		Metadata: map[string]any{"event_type": "holdfast_outbox", "event_payload": map[string]any{"id": "1"}}})
-	tb.slack.FailNext(1, http.StatusBadGateway, 0) // the lost answer
-	require.NoError(t, tb.addOutbox(&store.SlackOutboxAddParams{DedupeKey: "k", Queue: "C4:1700000400.000001", Method: store.SlackPost,
-		Channel: "C4", ThreadTS: "1700000400.000001", Text: "posted by the older binary"}))
-	tb.eventually(t, func() bool {
-		m, err := tb.store.SlackOutboxGetByKey(tb.ctx, "k")
-		return err == nil && m.Status == store.SlackOutboxSentSt
-	}, 10*time.Second)
-	tb.idle(t)
-	require.Len(t, tb.slack.Delivered("chat.postMessage"), 0, "found, not posted again")
+	for _, tc := range []struct {
+		name  string
+		mark  map[string]any
+		posts int // 1: posted; 0: taken for the earlier attempt
+	}{
+		{"AnotherDatabase", map[string]any{"id": "1", "at": "1600000000000000"}, 1},
+		{"AnOlderBinary", map[string]any{"id": "1"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t, standIns())
+			const root = "1700000300.000001"
+			tb.slack.AddMessage("C3", root, "", "U1", "a thread's root")
+			// Posted a moment ago: the search reads back from the first attempt.
+			tb.slack.Seed(fakeslack.Message{Channel: "C3", TS: fmt.Sprintf("%d.000002", time.Now().Unix()), ThreadTS: root,
+				User: fakeslack.BotUserID, BotID: fakeslack.BotID, Text: "marked " + tc.name,
+				Metadata: map[string]any{"event_type": "holdfast_outbox", "event_payload": tc.mark}})
+			tb.slack.FailNext(1, http.StatusBadGateway, 0) // the first attempt, so the retry looks first
+			require.NoError(t, tb.addOutbox(&store.SlackOutboxAddParams{DedupeKey: "k", Queue: "C3:" + root, Method: store.SlackPost,
+				Channel: "C3", ThreadTS: root, Text: "this database's message"}))
+			tb.eventually(t, func() bool {
+				m, err := tb.store.SlackOutboxGetByKey(tb.ctx, "k")
+				return err == nil && m.Status == store.SlackOutboxSentSt
+			}, 10*time.Second)
+			tb.idle(t)
+			m, err := tb.store.SlackOutboxGetByKey(tb.ctx, "k")
+			require.NoError(t, err)
+			require.Equal(t, int64(1), m.ID, "the id the other post carries")
+			require.Len(t, tb.slack.Calls("conversations.replies"), 1, "the retry looked first")
+			require.Len(t, tb.slack.Delivered("chat.postMessage"), tc.posts)
+		})
+	}
 }
