@@ -34,6 +34,7 @@ func TestDecodeSaysWhatIsWrong(t *testing.T) {
 		{"Nested", `{"inner":{"on":"yes"}}`, "inner.on: expected true or false, got a string"},
 		{"NotAnObject", `[]`, "the request body must be a JSON object, not a list"},
 		{"Unknown", `{"author":"me"}`, `unknown field "author"`},
+		{"Miscased", `{"Title":"t"}`, `unknown field "Title"; field names are case-sensitive: "title"`},
 		{"Empty", ``, "the request body is empty; send a JSON object"},
 		{"Truncated", `{"title":`, "malformed JSON: the body ends before the JSON does"},
 		{"Syntax", `{"title" "x"}`, "malformed JSON at byte 10: invalid character"},

@@ -133,6 +133,10 @@ func Decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		WriteError(w, http.StatusBadRequest, decodeError(err))
 		return false
 	}
+	if msg := miscased(raw, v); msg != "" {
+		WriteError(w, http.StatusBadRequest, msg)
+		return false
+	}
 	if dec.More() {
 		WriteError(w, http.StatusBadRequest, "malformed JSON: trailing data after the object")
 		return false
@@ -207,6 +211,57 @@ func decodeError(err error) string {
 		return msg // unknown field "author"
 	}
 	return "malformed JSON: " + msg
+}
+
+// miscased answers the refusal of a body whose top-level field names match
+// v's only ignoring case ("Title"), or "": encoding/json takes them, so
+// without this a client's typo would half work while a misspelt field is
+// refused.
+func miscased(raw []byte, v any) string {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return ""
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return ""
+	}
+	names := jsonNames(t)
+	for k := range fields {
+		if names[k] {
+			continue
+		}
+		for n := range names {
+			if strings.EqualFold(k, n) {
+				return fmt.Sprintf("unknown field %q; field names are case-sensitive: %q", k, n)
+			}
+		}
+	}
+	return ""
+}
+
+// jsonNames is the set of field names t is decoded from, embedded
+// structs' included.
+func jsonNames(t reflect.Type) map[string]bool {
+	names := map[string]bool{}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-":
+		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+			for n := range jsonNames(f.Type) {
+				names[n] = true
+			}
+		case name != "":
+			names[name] = true
+		case f.IsExported():
+			names[f.Name] = true
+		}
+	}
+	return names
 }
 
 // jsonKinds names the JSON values encoding/json reports.
