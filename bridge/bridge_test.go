@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -41,11 +42,13 @@ func TestHTTPRefusals(t *testing.T) {
 		sig      string
 		noHeader bool
 		status   int
+		says     string // in the answer's message
 	}{
 		{name: "BadSignature", path: "/slack/events", body: good, ts: now, sig: "v0=" + strings.Repeat("ab", 32), status: http.StatusUnauthorized},
 		{name: "SignatureOfOtherBody", path: "/slack/events", body: good, ts: now, sig: sign(now, []byte(`{"x":1}`)), status: http.StatusUnauthorized},
 		{name: "NotHex", path: "/slack/events", body: good, ts: now, sig: "v0=zz", status: http.StatusUnauthorized},
-		{name: "MissingHeaders", path: "/slack/events", body: good, noHeader: true, status: http.StatusUnauthorized},
+		{name: "MissingHeaders", path: "/slack/events", body: good, noHeader: true, status: http.StatusUnauthorized,
+			says: "missing the X-Slack-Signature and X-Slack-Request-Timestamp headers"},
 		{name: "StaleTimestamp", path: "/slack/events", body: good, ts: now - 301, status: http.StatusUnauthorized},
 		{name: "FutureTimestamp", path: "/slack/events", body: good, ts: now + 400, status: http.StatusUnauthorized},
 		{name: "MalformedJSON", path: "/slack/events", body: []byte(`{"type":"event_callback",`), ts: now, status: http.StatusBadRequest},
@@ -63,8 +66,11 @@ func TestHTTPRefusals(t *testing.T) {
 			if tt.noHeader {
 				resp, err := http.Post(tb.srv.URL+tt.path, "application/json", bytes.NewReader(tt.body))
 				require.NoError(t, err)
+				body, err := io.ReadAll(resp.Body)
 				resp.Body.Close()
+				require.NoError(t, err)
 				require.Equal(t, tt.status, resp.StatusCode)
+				require.Contains(t, string(body), tt.says)
 				return
 			}
 			status, body := tb.postSigned(t, tt.path, "application/json", tt.body, tt.ts, tt.sig)

@@ -55,7 +55,10 @@ func (b *Bridge) readVerified(w http.ResponseWriter, r *http.Request) ([]byte, b
 	}
 	if err != nil {
 		msg := "bad Slack signature"
-		if errors.Is(err, slack.ErrExpiredTimestamp) {
+		switch {
+		case r.Header.Get("X-Slack-Signature") == "" || r.Header.Get("X-Slack-Request-Timestamp") == "":
+			msg = "the request is not signed: it is missing the X-Slack-Signature and X-Slack-Request-Timestamp headers Slack sends"
+		case errors.Is(err, slack.ErrExpiredTimestamp):
 			msg = "Slack request timestamp is more than 5 minutes away"
 		}
 		b.log.WarnContext(r.Context(), "slack: refused request", slog.String("path", r.URL.Path), slog.Any("error", err))
