@@ -164,8 +164,8 @@ func (b *Bridge) holdCards(ctx context.Context, channel, thread string, e transc
 			holdButtons(c.id),
 			// The short id is what `@bot approve <short id>` takes in a
 			// thread with several open holds.
-			mrkdwnContext(fmt.Sprintf("%s · hold `%s` · run `%s`%s%s", b.holdLink(c.id, "Open in the console"), engine.ShortHoldID(c.id),
-				esc(c.runID), needs, from)),
+			mrkdwnContext(fmt.Sprintf("%s · hold `%s` · %s%s%s", b.holdLink(c.id, "Open in the console"), engine.ShortHoldID(c.id),
+				b.runLink(c.runID, "its run"), needs, from)),
 		}
 		bj, _ := json.Marshal(blocks) // slack-go's block types always marshal
 		return string(bj)
@@ -254,7 +254,7 @@ func (b *Bridge) holdDecided(ctx context.Context, key, channel, thread string, a
 				esc(c.title), esc(c.gate), c.about())),
 			mrkdwnSection(body),
 			mrkdwnContext(decided),
-			mrkdwnContext(fmt.Sprintf("%s · run `%s`%s", b.holdLink(c.id, "Open in the console"), esc(c.runID), from)),
+			mrkdwnContext(fmt.Sprintf("%s · %s%s", b.holdLink(c.id, "Open in the console"), b.runLink(c.runID, "its run"), from)),
 		}
 		bj, _ := json.Marshal(blocks)
 		out = append(out, &store.SlackOutboxAddParams{DedupeKey: "update:" + c.id + ":" + where, Queue: card.Queue,

@@ -40,6 +40,7 @@ func (tb *testBundle) holdCard(t *testing.T, channel, root string) (fakeslack.Ca
 		require.Contains(t, text(card), "http://holdfast.test/holds/"+holdID)
 		require.Contains(t, text(card), "hold `"+engine.ShortHoldID(holdID)+"`", "the short id a thread decision takes")
 		requireWordsNotIDs(t, text(card))
+		require.NotRegexp(t, "`run_[0-9a-z]+`", text(card), "the run is linked, not quoted")
 		return card, holdID
 	}
 	t.Fatal("hold card without an actions block")
