@@ -43,11 +43,7 @@ func (b *Bridge) consoleMessage(ctx context.Context, key, channel, thread string
 func (b *Bridge) outsider(ctx context.Context, actor string) (who string, ok bool) {
 	switch kind, id, _ := strings.Cut(actor, ":"); kind {
 	case "user":
-		name := "a console user"
-		if u, err := b.store.UserGetByID(ctx, id); err == nil {
-			name = u.Username
-		}
-		return "*" + esc(name) + "* (console)", true
+		return b.requester(ctx, actor), true
 	case "key":
 		return "*" + esc(b.keyName(ctx, id)) + "* (api)", true
 	}
