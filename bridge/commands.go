@@ -205,11 +205,7 @@ func queuedAck(channel, threadTS, name, itemID string) *store.SlackOutboxAddPara
 func (b *Bridge) refusal(ctx context.Context, user string, err error) string {
 	who := "a steward"
 	if len(b.cfg.Stewards) > 0 {
-		mentions := make([]string, len(b.cfg.Stewards))
-		for i, s := range b.cfg.Stewards {
-			mentions[i] = "<@" + s + ">"
-		}
-		who = "a steward (" + strings.Join(mentions, ", ") + ", or a console steward)"
+		who = "a steward (" + strings.Join(mentionAll(b.cfg.Stewards), ", ") + ", or a console steward)"
 	}
 	return fmt.Sprintf(":no_entry: <@%s>, %s. Nothing was changed; ask %s.", user, b.escNames(ctx, store.ReasonOf(err)), who)
 }

@@ -107,11 +107,7 @@ func (b *Bridge) homeView(ctx context.Context, user string) (*slack.HomeTabViewR
 		}
 		who := "No one in Slack is a steward yet; an admin can make someone one."
 		if len(stewards) > 0 {
-			mentions := make([]string, len(stewards))
-			for i, s := range stewards {
-				mentions[i] = "<@" + s + ">"
-			}
-			who = "The stewards here are " + engine.Names(mentions) + "."
+			who = "The stewards here are " + engine.Names(mentionAll(stewards)) + "."
 		}
 		blocks = append(blocks, mrkdwnSection("You are not a steward, so no holds wait for your decision. "+who))
 	} else {

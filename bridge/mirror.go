@@ -280,6 +280,15 @@ func mention(who string) string {
 	return esc(who)
 }
 
+// mentionAll writes Slack user ids as mentions.
+func mentionAll(ids []string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = "<@" + id + ">"
+	}
+	return out
+}
+
 // holdApprovedPartial updates every card of a hold that some, not all, of
 // its stewards have approved: the approvals so far show above the buttons,
 // which stay for the others. Each approval is its own update (keyed by the
